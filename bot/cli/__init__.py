@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import Sequence
 
-COMMAND_MODULES = ("plan",)
+COMMAND_MODULES = ("plan", "db", "serve")
 
 
 class UsageError(Exception):

@@ -1,0 +1,130 @@
+"""The agent interface every adapter implements, and the small helpers they share.
+
+An agent session takes a prompt, a working directory, a timeout and an environment, and gives back
+its exit status, its final message, token usage and cost where the agent reports them, and the path
+of its transcript (JSONL). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+
+class AgentConfigError(RuntimeError):
+    """An agent's settings are wrong or incomplete; running it again will not help until they change."""
+
+
+class AgentNotFound(AgentConfigError):
+    """The agent's executable is not on the PATH it would run with."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a session consumed, as far as the agent reported it (`None` when it did not).
+
+    `input_tokens` counts every input token the model read, cached ones included, so numbers from
+    different agents compare (Claude reports cache reads and writes apart from `input_tokens`;
+    Codex and OpenAI-style APIs count cached tokens inside it).
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """One agent session to run."""
+
+    prompt: str
+    cwd: Path
+    transcript: Path
+    timeout: float
+    env: Mapping[str, str] = field(default_factory=dict)
+    brief: str | None = None
+    read_only: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"an agent timeout must be a positive number of seconds, not {self.timeout!r}")
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """How a session ended.
+
+    `exit_status` is the process's exit status (negative: killed by that signal), `None` for
+    adapters that start no process (`recipe`, `http`) or when the process never exited by itself.
+    `error` is a sentence for a human whenever the session did not succeed; `ok` is the only test
+    callers need.
+    """
+
+    exit_status: int | None
+    final_message: str
+    usage: Usage
+    transcript: Path
+    timed_out: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and self.error is None
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """An agent adapter. `on_start(pid)` is called once the agent's process exists (process adapters only)."""
+
+    name: str
+
+    async def run(
+        self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None
+    ) -> AgentResult: ...
+
+
+def read_settings(options: Mapping[str, Any] | object | None, defaults: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """The adapter settings named in `defaults`, taken from a mapping or from an object's attributes.
+
+    A mapping with a key the adapter does not know is refused (a typo would otherwise be silently
+    ignored); `section` names where the settings live, for the message.
+    """
+    if options is None:
+        return dict(defaults)
+    if isinstance(options, Mapping):
+        unknown = sorted(str(key) for key in options if key not in defaults)
+        if unknown:
+            raise AgentConfigError(
+                f"unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(f'{section}.{key}' for key in unknown)}"
+                f" (known: {', '.join(defaults)})"
+            )
+        return {key: options.get(key, default) for key, default in defaults.items()}
+    return {key: getattr(options, key, default) for key, default in defaults.items()}
+
+
+def require_text(value: Any, setting: str, *, optional: bool = False) -> str | None:
+    """`value` as a non-empty string (or `None` when `optional`), else a clear error naming `setting`."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise AgentConfigError(f"{setting} must be a non-empty string, not {value!r}")
+    return value
+
+
+def require_string_list(value: Any, setting: str, *, example: str) -> list[str]:
+    """`value` as a list of strings, else a clear error naming `setting` with an example."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise AgentConfigError(f"{setting} must be a list of strings, e.g. {example}; got {value!r}")
+    bad = [item for item in value if not isinstance(item, str)]
+    if bad:
+        raise AgentConfigError(f"{setting} must be a list of strings, e.g. {example}; {bad[0]!r} is not a string")
+    return list(value)
+
+
+def describe_seconds(seconds: float) -> str:
+    """`5 s`, `0.5 s`, `90 s`: a timeout as the error sentences show it."""
+    return f"{seconds:g} s"

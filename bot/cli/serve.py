@@ -1,0 +1,134 @@
+"""`lanebot serve`, `lanebot setup` and `lanebot deliveries recover`: running lanebot as a GitHub App."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import gidgethub
+import httpx
+import uvicorn
+
+from bot.cli import UsageError
+from bot.cli.db import deliveries_subcommands
+from bot.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, Settings, SettingsError
+
+if TYPE_CHECKING:
+    from bot.recovery import RecoveryReport
+
+_DURATION = re.compile(r"(\d+)([smhd])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+# Uvicorn knows "trace"; the logging module does not.
+_LOGGING_LEVELS = {"trace": logging.DEBUG}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    serve = subparsers.add_parser("serve", help="run the GitHub App: webhooks, dispatcher, set-up pages")
+    serve.add_argument("--host", help="address to listen on (default: HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (default: PORT, else 3000)")
+    _env_file_argument(serve)
+    serve.set_defaults(func=run_serve)
+
+    setup = subparsers.add_parser("setup", help="serve only the pages that register the GitHub App and write .env")
+    setup.add_argument("--host", help="address to listen on (default: HOST, else 127.0.0.1)")
+    setup.add_argument("--port", type=int, help="port to listen on (default: PORT, else 3000)")
+    _env_file_argument(setup)
+    setup.set_defaults(func=run_setup)
+
+    recover = deliveries_subcommands(subparsers).add_parser("recover", help="ask GitHub to redeliver what failed and lanebot has not stored")
+    recover.add_argument("--since", type=parse_duration, default=timedelta(hours=24), metavar="DURATION",
+                         help="how far back to look, e.g. 90m, 24h, 3d (default 24h; GitHub keeps 3 days)")
+    _env_file_argument(recover)
+    recover.set_defaults(func=run_recover)
+
+
+def _env_file_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--env-file", type=Path, default=Path(".env"), metavar="FILE",
+                        help="the .env file with the App's settings (default .env)")
+
+
+def parse_duration(text: str) -> timedelta:
+    """'90s', '30m', '24h', '3d' -> a timedelta."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or int(match.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 30m, 24h or 3d")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def load_settings(env_file: Path) -> Settings:
+    try:
+        return Settings.load(env_file=env_file)
+    except SettingsError as error:
+        raise UsageError(str(error)) from None
+
+
+def configure_logging(level: str) -> None:
+    numeric = _LOGGING_LEVELS.get(level, getattr(logging, level.upper(), logging.INFO))
+    logging.basicConfig(level=numeric, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from bot.app import create_app
+
+    settings = load_settings(args.env_file)
+    configure_logging(settings.log_level)
+    app = create_app(settings, env_file=args.env_file)
+    uvicorn.run(app, host=args.host or settings.host, port=args.port or settings.port, log_level=settings.log_level)
+    return 0
+
+
+def run_setup(args: argparse.Namespace) -> int:
+    from bot.app import create_setup_app
+
+    host = args.host or os.environ.get("HOST", "").strip() or "127.0.0.1"
+    port = args.port or _port_from_environment()
+    configure_logging("info")
+    app = create_setup_app(
+        env_file=args.env_file,
+        github_api_url=os.environ.get("GITHUB_API_URL", "").strip() or DEFAULT_API_URL,
+        webhook_path=os.environ.get("WEBHOOK_PATH", "").strip() or DEFAULT_WEBHOOK_PATH,
+    )
+    print(f"Open http://{host}:{port}/setup to register the App; it writes {args.env_file}.")
+    uvicorn.run(app, host=host, port=port, log_level="info")
+    return 0
+
+
+def _port_from_environment() -> int:
+    raw = os.environ.get("PORT", "").strip() or "3000"
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise UsageError(f"PORT must be a whole number between 1 and 65535, not {raw!r}")
+    return int(raw)
+
+
+def run_recover(args: argparse.Namespace) -> int:
+    settings = load_settings(args.env_file)
+    report = asyncio.run(_recover(settings, args.since))
+    for line in report.lines():
+        print(line)
+    return 1 if report.not_redelivered else 0
+
+
+async def _recover(settings: Settings, since: timedelta) -> RecoveryReport:
+    from anyio import to_thread
+
+    from bot.github.client import GitHubApp
+    from bot.recovery import recover
+    from bot.store import db
+
+    engine = db.make_engine(settings.database_url)
+    try:
+        await to_thread.run_sync(db.migrate, engine)
+        async with GitHubApp(settings) as github:
+            try:
+                return await recover(github, engine, since)
+            except (gidgethub.GitHubException, httpx.HTTPError) as error:
+                raise UsageError(f"GitHub would not list the App's deliveries ({type(error).__name__}: {error}); "
+                                 "check APP_ID, PRIVATE_KEY and GITHUB_API_URL") from None
+    finally:
+        engine.dispose()

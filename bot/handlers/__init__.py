@@ -1,0 +1,12 @@
+"""Every event handler lanebot has, composed into one gidgethub router.
+
+Each module under bot/handlers/ handles one family of events and exposes `router`; a handler
+is `async def handler(event, *, context)` where `context` is a `bot.dispatcher.HandlerContext`.
+A new module is added to the list below.
+"""
+
+from gidgethub import routing
+
+from bot.handlers import installation, ping
+
+router = routing.Router(installation.router, ping.router)

@@ -1,0 +1,295 @@
+"""lanebot's settings: read once at start-up from the environment and an optional `.env` file.
+
+The names are the ones GitHub App users already know from Probot (APP_ID, PRIVATE_KEY,
+WEBHOOK_SECRET, ...); lanebot's own knobs are LANEBOT_*. The environment wins over `.env`.
+Everything wrong is reported at once: `Settings.load` raises one `SettingsError` whose message
+names every missing or invalid setting and says how to fix it, so start-up fails in one go
+instead of one complaint per restart. Secrets never appear in `repr` or in error messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+DEFAULT_WEBHOOK_PATH = "/api/github/webhooks"
+DEFAULT_API_URL = "https://api.github.com"
+LOG_LEVELS = {
+    "trace": "trace",
+    "debug": "debug",
+    "info": "info",
+    "warn": "warning",
+    "warning": "warning",
+    "error": "error",
+    "fatal": "critical",
+    "critical": "critical",
+}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+_APP_ID = re.compile(r"\d+|Iv[0-9A-Za-z._-]+")  # the numeric App ID, or the App's Client ID
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_ENV_LINE = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)")
+_HOW_TO_FIX = (
+    "Create the App with lanebot's set-up page (/setup), which writes APP_ID, PRIVATE_KEY and "
+    "WEBHOOK_SECRET to .env, or set these variables in the environment or in .env."
+)
+
+
+class SettingsError(Exception):
+    """Some settings are missing or invalid; `problems` lists each, `names` the settings concerned."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.names = tuple(name for name, _ in problems)
+        self.problems = tuple(text for _, text in problems)
+        lines = "\n".join(f"  - {text}" for text in self.problems)
+        count = "1 setting is" if len(problems) == 1 else f"{len(problems)} settings are"
+        super().__init__(f"lanebot cannot start: {count} missing or invalid:\n{lines}\n{_HOW_TO_FIX}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    app_id: str
+    private_key: str = field(repr=False)  # PEM text of the App's RSA key
+    webhook_secret: str = field(repr=False)
+    webhook_path: str = DEFAULT_WEBHOOK_PATH
+    host: str = "127.0.0.1"
+    port: int = 3000
+    log_level: str = "info"
+    database_url: str = ""
+    github_api_url: str = DEFAULT_API_URL
+    workdir: Path = Path(".lanebot-work")
+    max_lanes: int = 8
+    max_runs_per_repo: int = 2
+    recover_deliveries: bool = False
+
+    @classmethod
+    def load(
+        cls,
+        environ: Mapping[str, str] = os.environ,
+        env_file: str | os.PathLike[str] | None = ".env",
+    ) -> Settings:
+        """Read the settings; raise `SettingsError` naming every problem at once."""
+        problems: list[tuple[str, str]] = []
+        from_file = _read_env_file(Path(env_file), problems) if env_file is not None else {}
+        values = {**from_file, **{k: v for k, v in environ.items() if v.strip()}}
+        reader = _Reader(values, problems)
+        cwd = Path.cwd()
+        settings = dict(
+            app_id=reader.app_id(),
+            private_key=reader.private_key(),
+            webhook_secret=reader.required("WEBHOOK_SECRET", "the secret GitHub signs deliveries with"),
+            webhook_path=reader.webhook_path(),
+            host=reader.get("HOST", "127.0.0.1"),
+            port=reader.integer("PORT", 3000, low=1, high=65535),
+            log_level=reader.log_level(),
+            database_url=reader.database_url(f"sqlite:///{cwd}/lanebot.db"),
+            github_api_url=reader.api_url(),
+            workdir=_absolute(Path(reader.get("LANEBOT_WORKDIR", ".lanebot-work")), cwd),
+            max_lanes=reader.integer("LANEBOT_MAX_LANES", 8, low=1),
+            max_runs_per_repo=reader.integer("LANEBOT_MAX_RUNS_PER_REPO", 2, low=1),
+            recover_deliveries=reader.boolean("LANEBOT_RECOVER_DELIVERIES", False),
+        )
+        if problems:
+            raise SettingsError(problems)
+        return cls(**settings)  # type: ignore[arg-type]
+
+
+def parse_env_text(text: str) -> tuple[dict[str, str], list[str]]:
+    """Parse `.env` text: KEY=VALUE lines, `#` comments, optional `export`, quoted values.
+
+    Double-quoted values may span lines and understand \\n, \\" and \\\\; single-quoted
+    values are literal; an unquoted value ends at ` #`. Returns (values, problems).
+    """
+    values: dict[str, str] = {}
+    problems: list[str] = []
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        number, line = index + 1, lines[index].strip()
+        index += 1
+        if not line or line.startswith("#"):
+            continue
+        match = _ENV_LINE.fullmatch(line)
+        if match is None:
+            problems.append(f"line {number} is not KEY=VALUE")
+            continue
+        key, raw = match.groups()
+        if raw[:1] in {'"', "'"}:
+            quote, body = raw[0], raw[1:]
+            while not _closes(body, quote) and index < len(lines):
+                body += "\n" + lines[index]
+                index += 1
+            if not _closes(body, quote):
+                problems.append(f"line {number}: the quoted value of {key} is never closed")
+                continue
+            values[key] = _unquote(body[: _closing_index(body, quote)], quote)
+        else:
+            values[key] = raw.split(" #", 1)[0].strip()
+    return values, problems
+
+
+def _closing_index(body: str, quote: str) -> int:
+    position = 0
+    while position < len(body):
+        if quote == '"' and body[position] == "\\":
+            position += 2
+            continue
+        if body[position] == quote:
+            return position
+        position += 1
+    return -1
+
+
+def _closes(body: str, quote: str) -> bool:
+    return _closing_index(body, quote) >= 0
+
+
+def _unquote(body: str, quote: str) -> str:
+    if quote == "'":
+        return body
+    escapes = {"n": "\n", '"': '"', "\\": "\\"}
+    return re.sub(r"\\(.)", lambda m: escapes.get(m.group(1), m.group(0)), body)
+
+
+def _read_env_file(path: Path, problems: list[tuple[str, str]]) -> dict[str, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as error:
+        problems.append((str(path), f"{path} cannot be read ({error.__class__.__name__}); fix or remove it"))
+        return {}
+    values, file_problems = parse_env_text(text)
+    problems.extend((str(path), f"{path}: {problem}") for problem in file_problems)
+    return values
+
+
+def _absolute(path: Path, cwd: Path) -> Path:
+    return path if path.is_absolute() else cwd / path
+
+
+def private_key_problem(pem: str) -> str | None:
+    """Why `pem` is not a usable App key (None when it is): an unencrypted PEM RSA private key."""
+    try:
+        key = serialization.load_pem_private_key(pem.encode("utf-8"), password=None)
+    except (ValueError, TypeError, UnicodeEncodeError):
+        return "is not an unencrypted PEM private key"
+    if not isinstance(key, rsa.RSAPrivateKey):
+        return "is not an RSA key (GitHub Apps sign with RS256)"
+    return None
+
+
+def normalise_private_key(text: str) -> str:
+    """Accept the PEM as GitHub gives it, with literal `\\n` escapes, or base64-encoded (as Probot does)."""
+    text = text.strip().replace("\\n", "\n")
+    if "-----BEGIN" in text:
+        return text + "\n"
+    try:
+        decoded = base64.b64decode(text, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return text
+    return decoded if "-----BEGIN" in decoded else text
+
+
+@dataclass
+class _Reader:
+    """Reads one setting at a time from the merged values, collecting every problem."""
+
+    values: Mapping[str, str]
+    problems: list[tuple[str, str]]
+
+    def get(self, name: str, default: str) -> str:
+        return self.values.get(name, default).strip()
+
+    def problem(self, name: str, text: str) -> None:
+        self.problems.append((name, text))
+
+    def required(self, name: str, what: str) -> str:
+        value = self.values.get(name, "")
+        if not value.strip():
+            self.problem(name, f"{name} is missing ({what})")
+        return value.strip()
+
+    def app_id(self) -> str:
+        value = self.required("APP_ID", "the GitHub App's ID, shown on the App's settings page")
+        if value and not _APP_ID.fullmatch(value):
+            self.problem("APP_ID", f"APP_ID must be the App's numeric ID or its Client ID, not {value!r}")
+        return value
+
+    def private_key(self) -> str:
+        if self.values.get("PRIVATE_KEY", "").strip():
+            return self._checked_key("PRIVATE_KEY", self.values["PRIVATE_KEY"])
+        path = self.values.get("PRIVATE_KEY_PATH", "").strip()
+        if not path:
+            self.problem("PRIVATE_KEY", "PRIVATE_KEY (or PRIVATE_KEY_PATH) is missing (the App's private key, a .pem file)")
+            return ""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            self.problem("PRIVATE_KEY_PATH", f"PRIVATE_KEY_PATH {path} cannot be read ({error.__class__.__name__})")
+            return ""
+        return self._checked_key("PRIVATE_KEY_PATH", text)
+
+    def _checked_key(self, name: str, text: str) -> str:
+        pem = normalise_private_key(text)
+        why = private_key_problem(pem)
+        if why is not None:
+            self.problem(name, f"{name} {why}: download a new private key from the App's settings page")
+        return pem
+
+    def webhook_path(self) -> str:
+        value = self.get("WEBHOOK_PATH", DEFAULT_WEBHOOK_PATH)
+        if not value.startswith("/"):
+            self.problem("WEBHOOK_PATH", f"WEBHOOK_PATH must start with '/', not {value!r}")
+        return value
+
+    def integer(self, name: str, default: int, *, low: int, high: int | None = None) -> int:
+        raw = self.get(name, str(default))
+        try:
+            value = int(raw)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+            self.problem(name, f"{name} must be a whole number {bounds}, not {raw!r}")
+            return default
+        return value
+
+    def boolean(self, name: str, default: bool) -> bool:
+        raw = self.get(name, "1" if default else "0").lower()
+        if raw not in _TRUE | _FALSE:
+            self.problem(name, f"{name} must be 0 or 1, not {raw!r}")
+            return default
+        return raw in _TRUE
+
+    def log_level(self) -> str:
+        raw = self.get("LOG_LEVEL", "info").lower()
+        if raw not in LOG_LEVELS:
+            self.problem("LOG_LEVEL", f"LOG_LEVEL must be one of {', '.join(sorted(LOG_LEVELS))}, not {raw!r}")
+            return "info"
+        return LOG_LEVELS[raw]
+
+    def database_url(self, default: str) -> str:
+        return self._url("DATABASE_URL", default, "a URL such as sqlite:///path/lanebot.db or postgresql://host/db")
+
+    def api_url(self) -> str:
+        value = self._url("GITHUB_API_URL", DEFAULT_API_URL, "an http(s) URL such as https://api.github.com")
+        if _URL_SCHEME.match(value) and not value.startswith(("http://", "https://")):
+            self.problem("GITHUB_API_URL", "GITHUB_API_URL must be an http(s) URL")
+        return value.rstrip("/")
+
+    def _url(self, name: str, default: str, what: str) -> str:
+        value = self.get(name, default)
+        if not _URL_SCHEME.match(value):
+            # The value is not echoed: a database URL may carry a password.
+            self.problem(name, f"{name} must be {what}")
+        return value
+

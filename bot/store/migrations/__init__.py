@@ -1,0 +1,1 @@
+"""Alembic migrations for lanebot's database (a package so that installs carry them)."""
