@@ -38,8 +38,8 @@ _APP_ID = re.compile(r"\d+|Iv[0-9A-Za-z._-]+")  # the numeric App ID, or the App
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _ENV_LINE = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)")
 _HOW_TO_FIX = (
-    "Create the App with lanebot's set-up page (/setup), which writes APP_ID, PRIVATE_KEY and "
-    "WEBHOOK_SECRET to .env, or set these variables in the environment or in .env."
+    "Run `lanebot setup` and open its /setup page to register the App with GitHub (it writes "
+    "APP_ID, PRIVATE_KEY and WEBHOOK_SECRET to .env), or set these variables in the environment or in .env."
 )
 
 

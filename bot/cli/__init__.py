@@ -20,7 +20,10 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lanebot", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="lanebot",
+        description="Plan an issue as a graph of work units, gate it on a human, run the units as parallel agent lanes.",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(f"bot.cli.{name}").register(subparsers)
