@@ -128,3 +128,19 @@ def require_string_list(value: Any, setting: str, *, example: str) -> list[str]:
 def describe_seconds(seconds: float) -> str:
     """`5 s`, `0.5 s`, `90 s`: a timeout as the error sentences show it."""
     return f"{seconds:g} s"
+
+
+DETAIL_CHARS = 500
+
+
+def with_detail(sentence: str, detail: str) -> str:
+    """`sentence: detail`, the detail folded to one line and cut to DETAIL_CHARS; the sentence alone when there is none."""
+    detail = " ".join(detail.split())
+    if not detail:
+        return sentence
+    return f"{sentence}: {detail if len(detail) <= DETAIL_CHARS else detail[:DETAIL_CHARS] + '…'}"
+
+
+def is_count(value: Any) -> bool:
+    """A token count as agents report it: a non-negative int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -27,14 +27,15 @@ from bot.agents.base import (
     Usage,
     read_settings,
     require_string_list,
+    is_count,
     require_text,
+    with_detail,
 )
 from bot.agents.process import DEFAULT_GRACE_S, Conclusion, run_cli_session
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
 READ_ONLY_DISALLOWED_TOOLS = ("Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "ExitPlanMode")
 DEFAULTS: Mapping[str, Any] = {"binary": "claude", "permission_mode": "acceptEdits", "model": None, "extra_args": []}
-_DETAIL_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,10 @@ class ClaudeStreamParser:
         usage = claude_usage(result)
         subtype = result.get("subtype")
         if subtype != "success":
-            return Conclusion(text, usage, _with_detail(f"claude ended with {subtype or 'an unnamed result'}",
+            return Conclusion(text, usage, with_detail(f"claude ended with {subtype or 'an unnamed result'}",
                                                         _failure_detail(result, text)))
         if result.get("is_error") is True:
-            return Conclusion(text, usage, _with_detail("claude reported an error", _failure_detail(result, text)))
+            return Conclusion(text, usage, with_detail("claude reported an error", _failure_detail(result, text)))
         if exit_status != 0:
             return Conclusion(text, usage, f"claude reported success but exited with status {exit_status}")
         return Conclusion(text, usage)
@@ -103,11 +104,11 @@ def claude_usage(result: Mapping[str, Any]) -> Usage:
     """Usage and cost from a `result` event (`total_cost_usd`; older versions said `cost_usd`)."""
     usage = result.get("usage") if isinstance(result.get("usage"), Mapping) else {}
     input_parts = [usage.get(key) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
-    counted = [part for part in input_parts if _is_count(part)]
+    counted = [part for part in input_parts if is_count(part)]
     cost = result.get("total_cost_usd", result.get("cost_usd"))
     return Usage(
         input_tokens=sum(counted) if counted else None,
-        output_tokens=usage.get("output_tokens") if _is_count(usage.get("output_tokens")) else None,
+        output_tokens=usage.get("output_tokens") if is_count(usage.get("output_tokens")) else None,
         cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
     )
 
@@ -119,15 +120,8 @@ def _failure_detail(result: Mapping[str, Any], text: str) -> str:
     return text
 
 
-def _with_detail(sentence: str, detail: str) -> str:
-    detail = " ".join(detail.split())
-    if not detail:
-        return sentence
-    return f"{sentence}: {detail if len(detail) <= _DETAIL_CHARS else detail[:_DETAIL_CHARS] + '…'}"
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class ClaudeAgent:

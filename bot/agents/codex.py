@@ -26,12 +26,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.agents.base import AgentRequest, AgentResult, Usage, read_settings, require_string_list, require_text
+from bot.agents.base import (
+    AgentRequest,
+    AgentResult,
+    Usage,
+    read_settings,
+    require_string_list,
+    require_text,
+    with_detail,
+)
 from bot.agents.process import DEFAULT_GRACE_S, Conclusion, run_cli_session
 
 DEFAULTS: Mapping[str, Any] = {"binary": "codex", "model": None, "extra_args": []}
 MESSAGE_ITEM_TYPES = ("agent_message", "assistant_message")
-_DETAIL_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -88,9 +95,9 @@ class CodexStreamParser:
     def conclude(self, exit_status: int) -> Conclusion:
         final = self._message or ""
         if self._failure is not None:
-            return Conclusion(final, self._usage, _with_detail("codex's turn failed", self._failure))
+            return Conclusion(final, self._usage, with_detail("codex's turn failed", self._failure))
         if self._unresolved_error is not None:
-            return Conclusion(final, self._usage, _with_detail("codex reported an error", self._unresolved_error))
+            return Conclusion(final, self._usage, with_detail("codex reported an error", self._unresolved_error))
         if not self._completed:
             return Conclusion(final, self._usage,
                               f"codex exited with status {exit_status} without a turn.completed event")
@@ -145,9 +152,6 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _with_detail(sentence: str, detail: str) -> str:
-    detail = " ".join(detail.split())
-    return f"{sentence}: {detail if len(detail) <= _DETAIL_CHARS else detail[:_DETAIL_CHARS] + '…'}"
 
 
 class CodexAgent:

@@ -33,7 +33,10 @@ from bot.agents.base import (
     Usage,
     describe_seconds,
     read_settings,
+    DETAIL_CHARS,
+    is_count,
     require_text,
+    with_detail,
 )
 from bot.agents.transcript import Transcript, utc_timestamp
 
@@ -68,7 +71,6 @@ PLAN_SCHEMA: dict[str, Any] = {
     "required": ["units"],
     "additionalProperties": False,
 }
-_DETAIL_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -139,9 +141,9 @@ def request_headers(settings: HttpSettings, api_key: str) -> dict[str, str]:
 def read_anthropic_answer(body: Mapping[str, Any]) -> PlanAnswer:
     usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
     counted = [usage.get(key) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-               if _is_count(usage.get(key))]
+               if is_count(usage.get(key))]
     answer_usage = Usage(input_tokens=sum(counted) if counted else None,
-                         output_tokens=usage.get("output_tokens") if _is_count(usage.get("output_tokens")) else None)
+                         output_tokens=usage.get("output_tokens") if is_count(usage.get("output_tokens")) else None)
     if body.get("stop_reason") == "max_tokens":
         return PlanAnswer([], answer_usage, "the answer was cut off at max_tokens (raise agents.http.max_tokens)")
     content = body.get("content") if isinstance(body.get("content"), list) else []
@@ -154,14 +156,14 @@ def read_anthropic_answer(body: Mapping[str, Any]) -> PlanAnswer:
 def read_openai_answer(body: Mapping[str, Any]) -> PlanAnswer:
     usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
     answer_usage = Usage(
-        input_tokens=usage.get("prompt_tokens") if _is_count(usage.get("prompt_tokens")) else None,
-        output_tokens=usage.get("completion_tokens") if _is_count(usage.get("completion_tokens")) else None,
+        input_tokens=usage.get("prompt_tokens") if is_count(usage.get("prompt_tokens")) else None,
+        output_tokens=usage.get("completion_tokens") if is_count(usage.get("completion_tokens")) else None,
     )
     choices = body.get("choices") if isinstance(body.get("choices"), list) else []
     choice = choices[0] if choices and isinstance(choices[0], Mapping) else {}
     message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
     if isinstance(message.get("refusal"), str) and message["refusal"].strip():
-        return PlanAnswer([], answer_usage, _with_detail("the model refused", message["refusal"]))
+        return PlanAnswer([], answer_usage, with_detail("the model refused", message["refusal"]))
     if choice.get("finish_reason") == "length":
         return PlanAnswer([], answer_usage, "the answer was cut off at the token limit")
     content = message.get("content")
@@ -200,15 +202,8 @@ def _api_error(body: Any) -> str:
     return ""
 
 
-def _with_detail(sentence: str, detail: str) -> str:
-    detail = " ".join(detail.split())
-    if not detail:
-        return sentence
-    return f"{sentence}: {detail if len(detail) <= _DETAIL_CHARS else detail[:_DETAIL_CHARS] + '…'}"
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class HttpAgent:
@@ -256,11 +251,11 @@ class HttpAgent:
             body = response.json()
         except ValueError:
             body = None
-            transcript.annotate("stdout", text=response.text[:_DETAIL_CHARS * 8])
+            transcript.annotate("stdout", text=response.text[:DETAIL_CHARS * 8])
         if isinstance(body, dict):
             transcript.agent_object(body)
         if not response.is_success:
-            return self._finish(transcript, request, Usage(), error=_with_detail(
+            return self._finish(transcript, request, Usage(), error=with_detail(
                 f"{self.settings.provider} answered HTTP {response.status_code}", _api_error(body)))
         if not isinstance(body, dict):
             return self._finish(transcript, request, Usage(),
