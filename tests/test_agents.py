@@ -670,7 +670,7 @@ API_KEY = "sk-test-key-that-must-stay-in-the-header"
 
 
 def test_http_anthropic_forces_the_plan_tool_and_returns_the_plan_as_jsonl(bench: Bench) -> None:
-    agent = make_agent("http", {"provider": "anthropic", "url": "https://anthropic.test/", "model": "claude-sonnet-4-5",
+    agent = make_agent("http", {"provider": "anthropic", "url": "https://anthropic.test/v1/messages", "model": "claude-sonnet-4-5",
                                 "api_key_env": "PLANNER_KEY"})
     with respx.mock(assert_all_called=True) as api:
         route = api.post("https://anthropic.test/v1/messages").respond(200, json=ANTHROPIC_RESPONSE)
@@ -690,7 +690,7 @@ def test_http_anthropic_forces_the_plan_tool_and_returns_the_plan_as_jsonl(bench
 
 
 def test_http_openai_asks_for_a_strict_json_schema_and_returns_the_plan_as_jsonl(bench: Bench) -> None:
-    agent = make_agent("http", {"provider": "openai", "url": "https://llm.test/v1", "model": "gpt-4o-2024-08-06"})
+    agent = make_agent("http", {"provider": "openai", "url": "https://llm.test/v1/chat/completions", "model": "gpt-4o-2024-08-06"})
     with respx.mock(assert_all_called=True) as api:
         route = api.post("https://llm.test/v1/chat/completions").respond(200, json=OPENAI_RESPONSE)
         result = run(agent.run(bench.request({"OPENAI_API_KEY": API_KEY}, read_only=True)))
@@ -709,7 +709,7 @@ def test_http_refusal_is_a_failure(bench: Bench) -> None:
     refusal = {**OPENAI_RESPONSE, "choices": [{"index": 0, "message": {
         "role": "assistant", "content": None, "refusal": "I'm sorry, I cannot assist with that request."},
         "logprobs": None, "finish_reason": "stop"}]}
-    agent = make_agent("http", {"provider": "openai", "url": "https://llm.test/v1", "model": "m"})
+    agent = make_agent("http", {"provider": "openai", "url": "https://llm.test/v1/chat/completions", "model": "m"})
     with respx.mock() as api:
         api.post("https://llm.test/v1/chat/completions").respond(200, json=refusal)
         result = run(agent.run(bench.request({"OPENAI_API_KEY": API_KEY}, read_only=True)))
@@ -718,7 +718,7 @@ def test_http_refusal_is_a_failure(bench: Bench) -> None:
 
 
 def test_http_error_status_is_a_failure_quoting_the_api_message_without_the_key(bench: Bench) -> None:
-    agent = make_agent("http", {"provider": "anthropic", "url": "https://anthropic.test", "model": "m"})
+    agent = make_agent("http", {"provider": "anthropic", "url": "https://anthropic.test/v1/messages", "model": "m"})
     error = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
     with respx.mock() as api:
         api.post("https://anthropic.test/v1/messages").respond(401, json=error)
@@ -730,7 +730,7 @@ def test_http_error_status_is_a_failure_quoting_the_api_message_without_the_key(
 
 
 def test_http_timeout_is_reported_as_a_timeout(bench: Bench) -> None:
-    agent = make_agent("http", {"provider": "openai", "url": "https://llm.test/v1", "model": "m"})
+    agent = make_agent("http", {"provider": "openai", "url": "https://llm.test/v1/chat/completions", "model": "m"})
     with respx.mock() as api:
         api.post("https://llm.test/v1/chat/completions").mock(side_effect=httpx.ReadTimeout("read timed out"))
         result = run(agent.run(bench.request({"OPENAI_API_KEY": API_KEY}, read_only=True, timeout=5)))

@@ -1,10 +1,10 @@
 """The `http` adapter, for planning only: one request to an LLM API that answers with the plan as
 structured output.
 
-- `provider: anthropic`: `POST {url}/v1/messages` (headers `x-api-key`, `anthropic-version`) with a
+- `provider: anthropic`: `POST {url}` (default https://api.anthropic.com/v1/messages) (headers `x-api-key`, `anthropic-version`) with a
   `record_plan` tool whose `input_schema` is the unit graph and `tool_choice` forcing that tool; the
   plan is the `input` of the `tool_use` content block.
-- `provider: openai` (any OpenAI-compatible server): `POST {url}/chat/completions` with
+- `provider: openai` (any OpenAI-compatible server): `POST {url}` (default .../v1/chat/completions) with
   `response_format: {type: json_schema, json_schema: {name, strict: true, schema}}`; the plan is the
   JSON in `choices[0].message.content` (a `refusal` there fails the session).
 
@@ -41,7 +41,8 @@ from bot.agents.base import (
 from bot.agents.transcript import Transcript, utc_timestamp
 
 PROVIDERS = ("anthropic", "openai")
-DEFAULT_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
+# `url` is the whole endpoint, as the workflow file documents it.
+DEFAULT_URLS = {"anthropic": "https://api.anthropic.com/v1/messages", "openai": "https://api.openai.com/v1/chat/completions"}
 DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 ANTHROPIC_VERSION = "2023-06-01"
 PLAN_TOOL = "record_plan"
@@ -101,7 +102,7 @@ class HttpSettings:
 
     @property
     def endpoint(self) -> str:
-        return f"{self.url}/v1/messages" if self.provider == "anthropic" else f"{self.url}/chat/completions"
+        return self.url
 
 
 @dataclass(frozen=True)
