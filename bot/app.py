@@ -4,6 +4,8 @@
 environment on first access. Start-up migrates the database, starts the dispatcher (whose first
 pass takes whatever was stored but not processed before a restart) and, with
 LANEBOT_RECOVER_DELIVERIES=1, asks GitHub once for the deliveries it failed to make.
+Background work (planning, building) runs in `bot.jobs.Jobs`, which resumes unfinished runs at
+start-up and is stopped after the dispatcher.
 `create_setup_app()` serves only the set-up pages, for `lanebot setup` before the App exists.
 """
 
@@ -28,6 +30,7 @@ from starlette.routing import Route
 from bot import __version__, setup, webhooks
 from bot.dispatcher import Dispatcher, HandlerContext
 from bot.github.client import GitHubApp
+from bot.jobs import Jobs
 from bot.recovery import recover
 from bot.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, Settings
 from bot.store import db, deliveries
@@ -54,11 +57,13 @@ def create_app(
         from bot.handlers import router as all_handlers
 
         router = all_handlers
-    dispatcher = Dispatcher(engine, router, HandlerContext(engine=engine, github=github, settings=settings))
+    jobs = Jobs(HandlerContext(engine=engine, github=github, settings=settings))
+    dispatcher = Dispatcher(engine, router, jobs.context)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         await to_thread.run_sync(db.migrate, engine)
+        await jobs.resume()
         dispatcher.start()
         recovery = asyncio.create_task(_recover_at_startup(github, engine)) if settings.recover_deliveries else None
         log.info("lanebot %s receiving webhooks at %s", __version__, settings.webhook_path)
@@ -70,6 +75,7 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError):
                     await recovery
             await dispatcher.stop()
+            await jobs.stop()
             if owns_github:
                 await github.aclose()
             if owns_engine:
@@ -90,6 +96,7 @@ def create_app(
     app.state.engine = engine
     app.state.github = github
     app.state.dispatcher = dispatcher
+    app.state.jobs = jobs
     return app
 
 

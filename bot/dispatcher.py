@@ -36,6 +36,7 @@ class HandlerContext:
     engine: Any
     github: Any
     settings: Any
+    jobs: Any = None  # bot.jobs.Jobs: the background work (planning, building) handlers hand off
 
 
 def event_from_row(row: Any) -> sansio.Event:

@@ -557,7 +557,7 @@ def _brief(unit: Any, issue_number: int) -> dict[str, Escaped]:
     return {
         "id": code_span(unit.id),
         "title": markdown_text(shorten(unit.title, _TITLE_IN_TABLE)),
-        "branch": code_span(f"lanebot/{issue_number}/{unit.id}"),
+        "branch": code_span(f"lanebot-lanes/{issue_number}/{unit.id}"),
         "text": code_block(text),
     }
 
