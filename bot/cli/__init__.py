@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import Sequence
 
-COMMAND_MODULES = ("plan", "db", "serve")
+COMMAND_MODULES = ("plan", "db", "serve", "sandbox")
 
 
 class UsageError(Exception):

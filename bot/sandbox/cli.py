@@ -1,0 +1,151 @@
+"""Driving a sandbox from outside: `HumanClient` (the human API over HTTP, for the CLI, the demo
+and end-to-end tests) and `serve` (run one in the foreground)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import uvicorn
+
+from bot.sandbox.app import create_app
+from bot.sandbox.core import DEFAULT_PORT, Sandbox, SandboxConfig
+from bot.sandbox.human import PREFIX
+
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+
+
+class SandboxUnavailable(Exception):
+    """No sandbox answered, or it refused the request; the message says which and why."""
+
+
+class HumanClient:
+    """The human API of a running sandbox: each method is one thing a person does on GitHub."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url + PREFIX, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> HumanClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
+              params: dict[str, str] | None = None) -> Any:
+        try:
+            response = self._http.request(method, path, json=body, params=params)
+        except httpx.TransportError as error:
+            raise SandboxUnavailable(f"no sandbox answered at {self.base_url} ({type(error).__name__}); "
+                                     "start one with `lanebot sandbox serve`") from None
+        if response.status_code >= 400:
+            try:
+                message = response.json().get("message", response.text)
+            except ValueError:
+                message = response.text
+            raise SandboxUnavailable(f"the sandbox refused {method} {path}: {message}")
+        return response.json()
+
+    @staticmethod
+    def _acting(login: str, role: str | None) -> dict[str, Any]:
+        return {"as": login, **({"role": role} if role else {})}
+
+    def create_repository(self, full_name: str, folder: Path, *, private: bool = True, organization: bool = False,
+                          default_branch: str = "main", description: str | None = None) -> dict[str, Any]:
+        return self._call("POST", "/repos", {"full_name": full_name, "path": str(Path(folder).resolve()),
+                                             "private": private, "organization": organization,
+                                             "default_branch": default_branch, "description": description})
+
+    def add_collaborator(self, full_name: str, login: str, role: str) -> dict[str, Any]:
+        return self._call("POST", f"/repos/{full_name}/collaborators", {"login": login, "role": role})
+
+    def open_issue(self, full_name: str, *, login: str, title: str, body: str | None = None,
+                   labels: list[str] | None = None, role: str | None = None) -> dict[str, Any]:
+        return self._call("POST", f"/repos/{full_name}/issues",
+                          {**self._acting(login, role), "title": title, "body": body, "labels": labels or []})
+
+    def comment(self, full_name: str, number: int, *, login: str, body: str, role: str | None = None) -> dict[str, Any]:
+        return self._call("POST", f"/repos/{full_name}/issues/{number}/comments", {**self._acting(login, role), "body": body})
+
+    def edit_comment(self, full_name: str, comment_id: int, *, login: str, body: str) -> dict[str, Any]:
+        return self._call("PATCH", f"/repos/{full_name}/issues/comments/{comment_id}", {"as": login, "body": body})
+
+    def add_label(self, full_name: str, number: int, name: str, *, login: str, role: str | None = None) -> dict[str, Any]:
+        return self._call("POST", f"/repos/{full_name}/issues/{number}/labels", {**self._acting(login, role), "name": name})
+
+    def remove_label(self, full_name: str, number: int, name: str, *, login: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/repos/{full_name}/issues/{number}/labels/{quote(name, safe='')}",
+                          params={"as": login})
+
+    def close_issue(self, full_name: str, number: int, *, login: str, role: str | None = None) -> dict[str, Any]:
+        """Close an issue or pull request (without merging)."""
+        return self._call("POST", f"/repos/{full_name}/issues/{number}/close", self._acting(login, role))
+
+    def review(self, full_name: str, number: int, *, login: str, event: str, body: str | None = None,
+               role: str | None = None) -> dict[str, Any]:
+        return self._call("POST", f"/repos/{full_name}/pulls/{number}/reviews",
+                          {**self._acting(login, role), "event": event, "body": body})
+
+    def rerun_check(self, full_name: str, check_run_id: int, *, login: str, role: str | None = None) -> dict[str, Any]:
+        return self._call("POST", f"/repos/{full_name}/check-runs/{check_run_id}/rerequest", self._acting(login, role))
+
+    def request_action(self, full_name: str, check_run_id: int, identifier: str, *, login: str,
+                       role: str | None = None) -> dict[str, Any]:
+        return self._call("POST", f"/repos/{full_name}/check-runs/{check_run_id}/requested-action",
+                          {**self._acting(login, role), "identifier": identifier})
+
+    def app(self) -> dict[str, Any]:
+        return self._call("GET", "/app")
+
+    def set_webhook(self, url: str | None, secret: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"webhook_url": url}
+        if secret is not None:
+            body["webhook_secret"] = secret
+        return self._call("PATCH", "/app", body)
+
+    def deliveries(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/deliveries")
+
+    def redeliver(self, delivery_id: int) -> dict[str, Any]:
+        return self._call("POST", f"/deliveries/{delivery_id}/redeliver")
+
+    def drain(self) -> dict[str, Any]:
+        return self._call("POST", "/drain")
+
+    def requests(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/requests")
+
+    def state(self, full_name: str | None = None) -> dict[str, Any]:
+        return self._call("GET", f"/repos/{full_name}" if full_name else "/state")
+
+
+def serve(config: SandboxConfig, *, host: str, port: int, log_level: str = "info") -> None:
+    """Serve a sandbox in the foreground until interrupted; prints where it is."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    bound_host, bound_port = listener.getsockname()[:2]
+    url = f"http://{bound_host}:{bound_port}"
+    public_url = config.public_url if config.public_url != DEFAULT_URL else url
+    if not ipaddress.ip_address(socket.gethostbyname(bound_host)).is_loopback:
+        print(f"Warning: {url} is reachable from other machines, and the human API under {PREFIX}/ has no "
+              "authentication (it can read any folder into a repository). Prefer --host 127.0.0.1.", file=sys.stderr)
+    sandbox = Sandbox(replace(config, public_url=public_url))
+    app = sandbox.app
+    print(f"Sandbox GitHub at {url}: App {app.id} ({app.slug}), webhooks to {app.webhook_url or 'nowhere yet'}.",
+          flush=True)
+    print(f"Point lanebot at it with GITHUB_API_URL={url}; act as people with `lanebot sandbox ... --sandbox-url {url}`.",
+          flush=True)
+    server = uvicorn.Server(uvicorn.Config(create_app(sandbox), log_level=log_level, lifespan="on"))
+    server.run(sockets=[listener])

@@ -1,0 +1,248 @@
+"""The sandbox itself: its configuration, its parts, and the actions both REST and the human API
+perform (each changes the state and sends the webhooks GitHub would send for it).
+
+An action taken with an installation token is the App's bot acting; GitHub delivers the App the
+events its own actions cause too (a bot must ignore its own comments), and so does the sandbox.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+
+from bot.sandbox import events
+from bot.sandbox.auth import RateLimiter, TokenBook
+from bot.sandbox.gitstore import GitStore
+from bot.sandbox.shapes import Renderer
+from bot.sandbox.state import (
+    Account,
+    AccountType,
+    AppRecord,
+    CheckRun,
+    Comment,
+    Issue,
+    Label,
+    Repository,
+    SandboxState,
+    node_id,
+    utc_now,
+)
+from bot.sandbox.webhooks import WebhookSender
+
+T = TypeVar("T")
+DEFAULT_EVENTS = ("issues", "issue_comment", "pull_request", "pull_request_review", "check_run")
+DEFAULT_PERMISSIONS = {"checks": "write", "contents": "write", "issues": "write", "metadata": "read",
+                       "pull_requests": "write"}
+DEFAULT_PORT = 3100
+
+
+@dataclass
+class SandboxConfig:
+    """How a sandbox is set up: the App it has registered, where it keeps things, where it is."""
+
+    public_key_pem: str
+    app_id: int = 1
+    app_slug: str = "lanebot"
+    app_name: str = "lanebot"
+    app_owner: str = "lanebot-dev"
+    webhook_url: str | None = None
+    webhook_secret: str | None = field(default=None, repr=False)
+    events: tuple[str, ...] = DEFAULT_EVENTS
+    permissions: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_PERMISSIONS))
+    public_url: str = f"http://127.0.0.1:{DEFAULT_PORT}"
+    state_dir: Path | None = None
+    request_log: Path | None = None
+    delivery_log: Path | None = None
+    webhook_timeout: float = 10.0
+    rate_limit: int = 5000
+
+
+def make_app_record(config: SandboxConfig, now: datetime) -> AppRecord:
+    owner = Account(config.app_owner, 901, node_id("Organization", 901), "Organization")
+    bot = Account(f"{config.app_slug}[bot]", 902, node_id("Bot", 902), "Bot")
+    return AppRecord(
+        id=config.app_id, slug=config.app_slug, name=config.app_name, client_id=f"Iv1.{secrets.token_hex(8)}",
+        owner=owner, bot=bot, public_key_pem=config.public_key_pem, permissions=dict(config.permissions),
+        events=list(config.events), hook_id=400_000 + config.app_id, created_at=now,
+        webhook_url=config.webhook_url, webhook_secret=config.webhook_secret,
+    )
+
+
+class Sandbox:
+    """The whole stand-in for GitHub: state, git, tokens, rate limits, webhooks."""
+
+    def __init__(self, config: SandboxConfig, *, clock: Callable[[], datetime] = utc_now,
+                 webhook_client: httpx.AsyncClient | None = None) -> None:
+        self.config = config
+        self.clock = clock
+        self.state = SandboxState(make_app_record(config, clock()), clock=clock)
+        self._scratch: Path | None = None
+        if config.state_dir is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="lanebot-sandbox-"))
+        self.git = GitStore((config.state_dir or self._scratch or Path(".")) / "git")
+        self.tokens = TokenBook(clock=clock)
+        self.limiter = RateLimiter(clock=clock, installation_limit=config.rate_limit)
+        self.webhooks = WebhookSender(self.state.app, clock=clock, delivery_log=config.delivery_log,
+                                      client=webhook_client, timeout=config.webhook_timeout)
+        self.renderer = Renderer(self.state, config.public_url.rstrip("/"))
+        self.served: list[tuple[str, str, int]] = []
+
+    @property
+    def app(self) -> AppRecord:
+        return self.state.app
+
+    @property
+    def bot(self) -> Account:
+        return self.state.app.bot
+
+    async def close(self) -> None:
+        await self.webhooks.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    async def in_thread(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run blocking work (git) off the event loop."""
+        return await anyio.to_thread.run_sync(functools.partial(function, *args, **kwargs))
+
+    def emit(self, event: events.Event) -> None:
+        self.webhooks.publish(event)
+
+    # repositories
+
+    async def create_repository(self, full_name: str, folder: Path, *, private: bool, owner_type: AccountType,
+                                default_branch: str = "main", description: str | None = None) -> Repository:
+        owner, _, name = full_name.partition("/")
+        repository = self.state.create_repository(owner, name, owner_type=owner_type, private=private,
+                                                  default_branch=default_branch, description=description)
+        try:
+            await self.in_thread(self.git.create_from_folder, owner, name, folder, branch=default_branch,
+                                 author=owner, email=f"{repository.owner.id}+{owner}@users.noreply.github.com")
+        except Exception:
+            with self.state.locked():
+                del self.state.repositories[full_name.lower()]
+                self.state.installations[repository.installation_id].repository_ids.remove(repository.id)
+            raise
+        installation = self.state.installations[repository.installation_id]
+        self.emit(events.installation_event(self.renderer, installation, repository, repository.owner))
+        return repository
+
+    # issues, labels, comments
+
+    def open_issue(self, repository: Repository, user: Account, title: str, body: str | None,
+                   labels: list[str] | None = None) -> Issue:
+        issue = self.state.open_issue(repository, user, title, body)
+        added = self.state.add_labels(repository, issue, labels) if labels else []
+        self.emit(events.issues_event(self.renderer, "opened", repository, issue, user))
+        for label in added:
+            self.emit(events.issues_event(self.renderer, "labeled", repository, issue, user, label=label))
+        return issue
+
+    def add_labels(self, repository: Repository, issue: Issue, names: list[str], actor: Account) -> list[Label]:
+        added = self.state.add_labels(repository, issue, names)
+        for label in added:
+            self.emit(events.issues_event(self.renderer, "labeled", repository, issue, actor, label=label))
+        return added
+
+    def remove_label(self, repository: Repository, issue: Issue, name: str, actor: Account) -> Label:
+        label = self.state.remove_label(issue, name)
+        self.emit(events.issues_event(self.renderer, "unlabeled", repository, issue, actor, label=label))
+        return label
+
+    def set_labels(self, repository: Repository, issue: Issue, names: list[str], actor: Account) -> None:
+        wanted = {name.lower() for name in names}
+        for label in list(issue.labels):
+            if label.name.lower() not in wanted:
+                self.remove_label(repository, issue, label.name, actor)
+        self.add_labels(repository, issue, names, actor)
+
+    def update_issue(self, repository: Repository, issue: Issue, actor: Account, **fields: Any) -> None:
+        changes = self.state.update_issue(issue, actor, **fields)
+        edits = {key: value for key, value in changes.items() if key in ("title", "body")}
+        # pull_request.edited is left out: there is no example of it to hold its payload to.
+        if edits and not issue.is_pull:
+            self.emit(events.issues_event(self.renderer, "edited", repository, issue, actor, changes=edits))
+        if "state" in changes:
+            action = "closed" if issue.state == "closed" else "reopened"
+            self.emit(events.issues_event(self.renderer, action, repository, issue, actor))
+
+    def comment(self, repository: Repository, issue: Issue, user: Account, body: str, *, by_app: bool) -> Comment:
+        comment = self.state.add_comment(repository, issue, user, body, by_app=by_app)
+        self.emit(events.issue_comment_event(self.renderer, "created", repository, comment, user))
+        return comment
+
+    def edit_comment(self, repository: Repository, comment: Comment, body: str, actor: Account) -> None:
+        old = self.state.edit_comment(comment, body)
+        if old != body:
+            self.emit(events.issue_comment_event(self.renderer, "edited", repository, comment, actor,
+                                                 changes={"body": {"from": old}}))
+
+    # pull requests
+
+    async def refresh_pull(self, repository: Repository, pull: Issue) -> None:
+        """Ask git for the pull request's base tip and what head adds to it."""
+        assert pull.pull is not None
+        owner, name = repository.owner.login, repository.name
+        base_sha = await self.in_thread(self.git.resolve, owner, name, pull.pull.base_ref)
+        if base_sha is None:
+            return
+        commits = await self.in_thread(self.git.commits_between, owner, name, base_sha, pull.pull.head_sha)
+        additions, deletions, files = await self.in_thread(self.git.diff_stats, owner, name, base_sha, pull.pull.head_sha)
+        with self.state.locked():
+            pull.pull.base_sha = base_sha
+            pull.pull.commits, pull.pull.additions, pull.pull.deletions, pull.pull.changed_files = (
+                commits, additions, deletions, files)
+
+    def pull_opened(self, repository: Repository, pull: Issue, actor: Account) -> None:
+        self.emit(events.pull_request_event(self.renderer, "opened", repository, pull, actor))
+
+    def review(self, repository: Repository, pull: Issue, user: Account, *, state: str, body: str | None) -> None:
+        review = self.state.add_review(repository, pull, user, state=state, body=body)
+        self.emit(events.pull_request_review_event(self.renderer, "submitted", repository, review, user))
+
+    async def pushed(self, repository: Repository, before: dict[str, str], after: dict[str, str],
+                     pusher: Account) -> None:
+        """After a push: move open pull requests' heads and tell the App (pull_request.synchronize)."""
+        self.state.touch(repository, pushed=True)
+        for ref, new_sha in after.items():
+            old_sha = before.get(ref)
+            if old_sha == new_sha or not ref.startswith("refs/heads/"):
+                continue
+            branch = ref.removeprefix("refs/heads/")
+            for pull in self.state.pulls(repository, head_ref=branch):
+                assert pull.pull is not None
+                previous = pull.pull.head_sha
+                with self.state.locked():
+                    pull.pull.head_sha = new_sha
+                    pull.updated_at = self.state.now()
+                await self.refresh_pull(repository, pull)
+                self.emit(events.pull_request_event(self.renderer, "synchronize", repository, pull, pusher,
+                                                    before=previous, after=new_sha))
+
+    # check runs
+
+    def check_run_created(self, repository: Repository, run: CheckRun, actor: Account, completed: bool) -> None:
+        self.emit(events.check_run_event(self.renderer, "created", repository, run, actor))
+        if completed:
+            self.emit(events.check_run_event(self.renderer, "completed", repository, run, actor))
+
+    def check_run_updated(self, repository: Repository, run: CheckRun, actor: Account, completed: bool) -> None:
+        if completed:
+            self.emit(events.check_run_event(self.renderer, "completed", repository, run, actor))
+
+    def rerequest(self, repository: Repository, run: CheckRun, user: Account) -> None:
+        self.emit(events.check_run_event(self.renderer, "rerequested", repository, run, user))
+
+    def request_action(self, repository: Repository, run: CheckRun, user: Account, identifier: str) -> None:
+        self.emit(events.check_run_event(self.renderer, "requested_action", repository, run, user,
+                                         identifier=identifier))

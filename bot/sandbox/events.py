@@ -1,0 +1,119 @@
+"""Webhook payloads: what GitHub sends for each event and action the sandbox can cause.
+
+Pure: each builder renders the records as they are at the moment of the event (the payload is a
+snapshot, as GitHub's are). Repository events carry `repository`, `sender`, `installation:
+{id, node_id}` and, for a repository owned by an organization, `organization`; installation
+events carry the whole installation instead. `EMITTED` lists every (event, action) pair
+the sandbox sends; the fidelity tests compare each with GitHub's example.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bot.sandbox.shapes import Json, Renderer
+from bot.sandbox.state import Account, CheckRun, Comment, Installation, Issue, Label, Repository, Review
+
+EMITTED: tuple[tuple[str, str], ...] = (
+    ("installation", "created"), ("installation_repositories", "added"),
+    ("issues", "opened"), ("issues", "edited"), ("issues", "closed"), ("issues", "reopened"),
+    ("issues", "labeled"), ("issues", "unlabeled"),
+    ("issue_comment", "created"), ("issue_comment", "edited"),
+    ("pull_request", "opened"), ("pull_request", "closed"), ("pull_request", "reopened"),
+    ("pull_request", "synchronize"), ("pull_request", "labeled"), ("pull_request", "unlabeled"),
+    ("pull_request_review", "submitted"),
+    ("check_run", "created"), ("check_run", "completed"), ("check_run", "rerequested"),
+    ("check_run", "requested_action"),
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One webhook event: its name (X-GitHub-Event), action, payload and what the delivery list shows."""
+
+    name: str
+    action: str
+    payload: Json
+    installation_id: int
+    repository_id: int
+
+
+def _envelope(renderer: Renderer, name: str, action: str, body: Json, repository: Repository,
+              sender: Account) -> Event:
+    payload: Json = {"action": action, **body, "repository": renderer.repository(repository)}
+    if repository.owner.type == "Organization":
+        payload["organization"] = renderer.organization(repository.owner)
+    payload["sender"] = renderer.user(sender)
+    payload["installation"] = renderer.installation_reference(repository.installation_id)
+    return Event(name, action, payload, repository.installation_id, repository.id)
+
+
+def _repository_reference(repository: Repository) -> Json:
+    return {"id": repository.id, "node_id": repository.node_id, "name": repository.name,
+            "full_name": repository.full_name, "private": repository.private}
+
+
+def installation_event(renderer: Renderer, installation: Installation, repository: Repository,
+                       sender: Account) -> Event:
+    """installation.created when the App is installed on an account (with its first repository),
+    installation_repositories.added when a repository joins an existing installation."""
+    shown = renderer.installation(installation, webhook=True)
+    if installation.repository_ids == [repository.id]:
+        payload: Json = {"action": "created", "installation": shown,
+                         "repositories": [_repository_reference(repository)], "sender": renderer.user(sender)}
+        return Event("installation", "created", payload, installation.id, repository.id)
+    payload = {"action": "added", "installation": shown, "repository_selection": "selected",
+               "repositories_added": [_repository_reference(repository)], "repositories_removed": [],
+               "requester": renderer.user(sender), "sender": renderer.user(sender)}
+    return Event("installation_repositories", "added", payload, installation.id, repository.id)
+
+
+def issues_event(renderer: Renderer, action: str, repository: Repository, issue: Issue, sender: Account, *,
+                 label: Label | None = None, changes: dict[str, Any] | None = None) -> Event:
+    """issues.<action> for an issue, or pull_request.<action> when the issue is a pull request."""
+    if issue.is_pull:
+        return pull_request_event(renderer, action, repository, issue, sender, label=label)
+    body: Json = {"issue": renderer.issue(repository, issue)}
+    if label is not None:
+        body["label"] = renderer.label(repository, label)
+    if changes:
+        body["changes"] = changes
+    return _envelope(renderer, "issues", action, body, repository, sender)
+
+
+def issue_comment_event(renderer: Renderer, action: str, repository: Repository, comment: Comment,
+                        sender: Account, *, changes: dict[str, Any] | None = None) -> Event:
+    issue = repository.issues[comment.issue_number]
+    body: Json = {}
+    if changes is not None:
+        body["changes"] = changes
+    body.update({"issue": renderer.issue(repository, issue), "comment": renderer.comment(repository, comment)})
+    return _envelope(renderer, "issue_comment", action, body, repository, sender)
+
+
+def pull_request_event(renderer: Renderer, action: str, repository: Repository, pull: Issue, sender: Account, *,
+                       label: Label | None = None, before: str | None = None, after: str | None = None,
+                       mergeable: bool | None = None) -> Event:
+    body: Json = {"number": pull.number, "pull_request": renderer.pull_request(repository, pull, mergeable=mergeable)}
+    if label is not None:
+        body["label"] = renderer.label(repository, label)
+    if before is not None and after is not None:
+        body.update({"before": before, "after": after})
+    return _envelope(renderer, "pull_request", action, body, repository, sender)
+
+
+def pull_request_review_event(renderer: Renderer, action: str, repository: Repository, review: Review,
+                              sender: Account) -> Event:
+    pull = repository.issues[review.pull_number]
+    body: Json = {"review": renderer.review(repository, review),
+                  "pull_request": renderer.pull_request(repository, pull, full=False)}
+    return _envelope(renderer, "pull_request_review", action, body, repository, sender)
+
+
+def check_run_event(renderer: Renderer, action: str, repository: Repository, run: CheckRun, sender: Account, *,
+                    identifier: str | None = None) -> Event:
+    body: Json = {"check_run": renderer.check_run(repository, run)}
+    if identifier is not None:
+        body["requested_action"] = {"identifier": identifier}
+    return _envelope(renderer, "check_run", action, body, repository, sender)

@@ -1,0 +1,183 @@
+"""The sandbox's git repositories: bare repositories under one root, one per GitHub repository.
+
+Synchronous `git` subprocesses (call them from a worker thread in async code). Refs and names
+reach git only as arguments after validation, never through a shell. The root's layout is the
+one `git http-backend` serves: `<root>/<owner>/<name>.git`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+_COMMIT_ENVIRONMENT = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+EMPTY_SHA = "0" * 40
+
+
+class GitError(Exception):
+    """A git command failed; the message carries git's own words."""
+
+
+def valid_name(name: str) -> bool:
+    return bool(_NAME.match(name)) and name not in (".", "..") and not name.endswith(".git")
+
+
+def valid_ref_name(ref: str) -> bool:
+    """What git check-ref-format accepts for a branch, checked without a subprocess."""
+    if not ref or ref.startswith(("-", "/")) or ref.endswith(("/", ".", ".lock")) or "@{" in ref or ".." in ref:
+        return False
+    return not any(ch in ref for ch in " ~^:?*[\\\x7f") and all(ord(ch) >= 32 for ch in ref) and "//" not in ref
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str
+    name: str
+    sha: str
+    size: int
+    kind: str  # "file", "dir", "symlink" or "submodule"
+    content: bytes | None = None
+
+
+class GitStore:
+    """Bare repositories under `root`."""
+
+    def __init__(self, root: Path, *, git: str = "git") -> None:
+        self.root = root
+        self.git = git
+        root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, owner: str, name: str) -> Path:
+        return self.root / owner.lower() / f"{name.lower()}.git"
+
+    def path_info(self, owner: str, name: str) -> str:
+        """The repository's path below the root, as `git http-backend` wants it in PATH_INFO."""
+        return f"/{owner.lower()}/{name.lower()}.git"
+
+    def _run(self, repository: Path | None, *args: str, env: dict[str, str] | None = None,
+             check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+        command = [self.git]
+        if repository is not None:
+            command += ["--git-dir", str(repository)]
+        full_env = {**os.environ, **_COMMIT_ENVIRONMENT, **(env or {})}
+        result = subprocess.run([*command, *args], capture_output=True, env=full_env, cwd=cwd, check=False)
+        if check and result.returncode != 0:
+            words = result.stderr.decode(errors="replace").strip() or result.stdout.decode(errors="replace").strip()
+            raise GitError(f"git {args[0]} failed: {words}")
+        return result
+
+    def create_from_folder(self, owner: str, name: str, folder: Path, *, branch: str, author: str,
+                           email: str, message: str = "Initial commit") -> str:
+        """A new bare repository whose `branch` holds one commit of everything in `folder`
+        (honouring its .gitignore); the folder itself is left untouched. Returns the commit SHA."""
+        repository = self.path(owner, name)
+        if repository.exists():
+            raise GitError(f"{repository} already exists")
+        repository.parent.mkdir(parents=True, exist_ok=True)
+        self._run(None, "init", "--bare", "--quiet", f"--initial-branch={branch}", str(repository))
+        self._run(repository, "config", "http.receivepack", "true")
+        with tempfile.TemporaryDirectory() as scratch:
+            env = {"GIT_INDEX_FILE": str(Path(scratch) / "index"), "GIT_WORK_TREE": str(folder),
+                   "GIT_AUTHOR_NAME": author, "GIT_AUTHOR_EMAIL": email,
+                   "GIT_COMMITTER_NAME": author, "GIT_COMMITTER_EMAIL": email}
+            self._run(repository, "add", "--all", ".", env=env, cwd=folder)
+            tree = self._run(repository, "write-tree", env=env).stdout.decode().strip()
+            commit = self._run(repository, "commit-tree", tree, "-m", message, env=env).stdout.decode().strip()
+        self._run(repository, "update-ref", f"refs/heads/{branch}", commit)
+        return commit
+
+    def branches(self, owner: str, name: str) -> dict[str, str]:
+        output = self._run(self.path(owner, name), "for-each-ref", "--format=%(refname:strip=2) %(objectname)",
+                           "refs/heads").stdout.decode()
+        return dict(line.split(" ", 1) for line in output.splitlines() if line)
+
+    def refs(self, owner: str, name: str) -> dict[str, str]:
+        output = self._run(self.path(owner, name), "for-each-ref", "--format=%(refname) %(objectname)").stdout.decode()
+        return dict(line.split(" ", 1) for line in output.splitlines() if line)
+
+    def resolve(self, owner: str, name: str, ref: str) -> str | None:
+        """The commit a branch, tag or SHA names, or None."""
+        if not ref or ref.startswith("-"):
+            return None
+        candidates = [ref] if _SHA.match(ref) else [f"refs/heads/{ref}", f"refs/tags/{ref}", ref]
+        for candidate in candidates:
+            result = self._run(self.path(owner, name), "rev-parse", "--verify", "--quiet",
+                               f"{candidate}^{{commit}}", check=False)
+            if result.returncode == 0:
+                return result.stdout.decode().strip()
+        return None
+
+    def parent(self, owner: str, name: str, sha: str) -> str:
+        result = self._run(self.path(owner, name), "rev-parse", "--verify", "--quiet", f"{sha}^", check=False)
+        return result.stdout.decode().strip() if result.returncode == 0 else EMPTY_SHA
+
+    def branch_at(self, owner: str, name: str, sha: str) -> str | None:
+        """A branch whose tip is this commit (the first by name when several are), or None."""
+        tips = [branch for branch, tip in self.branches(owner, name).items() if tip == sha]
+        return sorted(tips)[0] if tips else None
+
+    def commits_between(self, owner: str, name: str, base: str, head: str) -> int:
+        output = self._run(self.path(owner, name), "rev-list", "--count", f"{base}..{head}").stdout.decode()
+        return int(output.strip() or 0)
+
+    def diff_stats(self, owner: str, name: str, base: str, head: str) -> tuple[int, int, int]:
+        """(additions, deletions, changed files) of head against its merge base with base."""
+        output = self._run(self.path(owner, name), "diff", "--numstat", f"{base}...{head}").stdout.decode()
+        additions = deletions = files = 0
+        for line in output.splitlines():
+            added, deleted, _ = line.split("\t", 2)
+            files += 1
+            additions += int(added) if added.isdigit() else 0
+            deletions += int(deleted) if deleted.isdigit() else 0
+        return additions, deletions, files
+
+    def mergeable(self, owner: str, name: str, base: str, head: str) -> bool:
+        """Whether head merges into base without conflicts (git merge-tree, nothing written to refs)."""
+        result = self._run(self.path(owner, name), "merge-tree", "--write-tree", base, head, check=False)
+        return result.returncode == 0
+
+    def read(self, owner: str, name: str, commit: str, path: str) -> FileEntry | list[FileEntry] | None:
+        """The file at `path` in `commit` (with its bytes), the entries of a directory, or None."""
+        repository = self.path(owner, name)
+        clean = path.strip("/")
+        if not clean:
+            return self._list_tree(repository, commit, "")
+        listing = self._run(repository, "ls-tree", "--long", "-z", commit, "--", clean, check=False)
+        entries = [entry for entry in listing.stdout.split(b"\0") if entry]
+        if listing.returncode != 0 or not entries:
+            return None
+        entry = self._parse_ls_tree(entries[0])
+        if entry.path != clean:
+            return None
+        if entry.kind == "dir":
+            return self._list_tree(repository, commit, clean)
+        content = self._run(repository, "cat-file", "blob", entry.sha).stdout if entry.kind in ("file", "symlink") else None
+        return FileEntry(entry.path, entry.name, entry.sha, entry.size, entry.kind, content)
+
+    def _list_tree(self, repository: Path, commit: str, directory: str) -> list[FileEntry]:
+        spec = f"{commit}:{directory}" if directory else f"{commit}^{{tree}}"
+        listing = self._run(repository, "ls-tree", "--long", "-z", spec, check=False)
+        prefix = f"{directory}/" if directory else ""
+        entries = []
+        for raw in listing.stdout.split(b"\0"):
+            if raw:
+                entry = self._parse_ls_tree(raw)
+                entries.append(FileEntry(prefix + entry.path, entry.name, entry.sha, entry.size, entry.kind))
+        return entries
+
+    @staticmethod
+    def _parse_ls_tree(raw: bytes) -> FileEntry:
+        meta, _, path_bytes = raw.partition(b"\t")
+        mode, kind, sha, size = meta.decode().split()
+        path = path_bytes.decode(errors="surrogateescape")
+        file_kind = {"tree": "dir", "commit": "submodule"}.get(kind, "symlink" if mode == "120000" else "file")
+        return FileEntry(path, path.rsplit("/", 1)[-1], sha, int(size) if size.isdigit() else 0, file_kind)

@@ -1,0 +1,383 @@
+"""The human side of the sandbox: a small JSON API under /_sandbox/ (a path GitHub does not use)
+for doing what people do on github.com, and read-outs of what GitHub would show.
+
+Every action names who does it (`as`) and may give them a role first (`role`: the collaborator
+is created or changed, as an admin would). A person may only do what their role lets them on
+GitHub: see a private repository (any role), label (triage and up), re-run checks (write and up).
+Served on loopback without authentication: it is the person at the keyboard.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bot.sandbox.core import Sandbox
+from bot.sandbox.gitstore import GitError, valid_name
+from bot.sandbox.shapes import timestamp
+from bot.sandbox.state import REVIEW_STATES, ROLES, Account, CheckRun, Issue, NotOnIssue, Repository
+
+PREFIX = "/_sandbox"
+_RANK = {"read": 1, "triage": 2, "write": 3, "maintain": 4, "admin": 5}
+
+
+class HumanError(Exception):
+    """A human API request that cannot be done; the message says why and what to do."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def human_error_response(error: HumanError) -> Response:
+    return JSONResponse({"message": error.message}, status_code=error.status)
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        data = await request.json()
+    except ValueError:
+        raise HumanError(400, "the request body must be a JSON object") from None
+    if not isinstance(data, dict):
+        raise HumanError(400, "the request body must be a JSON object")
+    return data
+
+
+def _text(body: dict[str, Any], name: str, *, required: bool = True) -> str | None:
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise HumanError(422, f"'{name}' must be a non-empty string")
+    return value
+
+
+def _sandbox(request: Request) -> Sandbox:
+    return request.app.state.sandbox
+
+
+def _repository(request: Request) -> Repository:
+    owner, name = request.path_params["owner"], request.path_params["repo"]
+    found = _sandbox(request).state.repository(owner, name)
+    if found is None:
+        raise HumanError(404, f"no repository {owner}/{name} in the sandbox; create it with "
+                              f"`lanebot sandbox repo create {owner}/{name} --from DIR`")
+    return found
+
+
+def _issue(request: Request, repository: Repository) -> Issue:
+    raw = str(request.path_params["number"])
+    issue = repository.issues.get(int(raw)) if raw.isdigit() else None
+    if issue is None:
+        raise HumanError(404, f"{repository.full_name} has no issue or pull request #{raw}")
+    return issue
+
+
+def _check_run(request: Request, repository: Repository) -> CheckRun:
+    raw = str(request.path_params["check_run_id"])
+    run = _sandbox(request).state.check_runs.get(int(raw)) if raw.isdigit() else None
+    if run is None or run.repository_id != repository.id:
+        raise HumanError(404, f"{repository.full_name} has no check run {raw}")
+    return run
+
+
+def _person(request: Request, repository: Repository, body: dict[str, Any], needs: str) -> Account:
+    """The acting person (`as`), given `role` first if asked, once their role allows `needs`."""
+    state = _sandbox(request).state
+    login = _text(body, "as") or ""
+    if login.lower().endswith("[bot]"):
+        raise HumanError(422, f"{login} is a bot; act as a person")
+    role = body.get("role")
+    if role is not None:
+        if role not in ROLES:
+            raise HumanError(422, f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        state.set_collaborator(repository, login, role)
+    actual = state.role_of(repository, login)
+    effective = actual or ("read" if not repository.private else None)
+    if effective is None or _RANK[effective] < _RANK[needs]:
+        has = f"has role {actual}" if actual else "is not a collaborator"
+        raise HumanError(403, f"{login} {has} on {repository.full_name} and so cannot do this on GitHub "
+                              f"(it needs {needs} or higher); give them a role that allows it")
+    return state.account(login)
+
+
+# repositories
+
+async def create_repository(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    body = await _body(request)
+    full_name = _text(body, "full_name") or ""
+    owner, slash, name = full_name.partition("/")
+    if not slash or not valid_name(owner) or not valid_name(name):
+        raise HumanError(422, f"full_name must be OWNER/NAME of letters, digits, '.', '-' or '_', not {full_name!r}")
+    folder = Path(_text(body, "path") or "").expanduser()
+    if not folder.is_dir():
+        raise HumanError(422, f"{folder} is not a folder; give the folder whose files the repository should hold")
+    if sandbox.state.repository(owner, name) is not None:
+        raise HumanError(409, f"{full_name} already exists in the sandbox")
+    try:
+        repository = await sandbox.create_repository(
+            full_name, folder.resolve(), private=bool(body.get("private", True)),
+            owner_type="Organization" if body.get("organization") else "User",
+            default_branch=_text(body, "default_branch", required=False) or "main",
+            description=_text(body, "description", required=False))
+    except (ValueError, GitError) as error:
+        raise HumanError(422, str(error)) from None
+    return JSONResponse(_repository_summary(sandbox, repository), status_code=201)
+
+
+async def add_collaborator(request: Request) -> Response:
+    repository = _repository(request)
+    body = await _body(request)
+    role = body.get("role")
+    if role not in ROLES:
+        raise HumanError(422, f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    _sandbox(request).state.set_collaborator(repository, _text(body, "login") or "", role)
+    return JSONResponse({"collaborators": _collaborators(repository)}, status_code=201)
+
+
+# issues, comments, labels
+
+async def open_issue(request: Request) -> Response:
+    sandbox, repository = _sandbox(request), _repository(request)
+    body = await _body(request)
+    person = _person(request, repository, body, "read")
+    labels = body.get("labels") or []
+    if not isinstance(labels, list) or not all(isinstance(name, str) for name in labels):
+        raise HumanError(422, "'labels' must be a list of label names")
+    if labels:
+        _person(request, repository, {"as": person.login}, "triage")
+    issue = sandbox.open_issue(repository, person, _text(body, "title") or "", _text(body, "body", required=False),
+                               labels)
+    return JSONResponse(_issue_summary(sandbox, issue), status_code=201)
+
+
+async def comment(request: Request) -> Response:
+    sandbox, repository = _sandbox(request), _repository(request)
+    issue = _issue(request, repository)
+    body = await _body(request)
+    person = _person(request, repository, body, "read")
+    created = sandbox.comment(repository, issue, person, _text(body, "body") or "", by_app=False)
+    return JSONResponse(_comment_summary(sandbox, created.id), status_code=201)
+
+
+async def edit_comment(request: Request) -> Response:
+    sandbox, repository = _sandbox(request), _repository(request)
+    raw = str(request.path_params["comment_id"])
+    found = sandbox.state.comments.get(int(raw)) if raw.isdigit() else None
+    if found is None or found.repository_id != repository.id:
+        raise HumanError(404, f"{repository.full_name} has no comment {raw}")
+    body = await _body(request)
+    person = _person(request, repository, body, "read")
+    role = sandbox.state.role_of(repository, person.login)
+    if person.id != found.user.id and _RANK.get(role or "", 0) < _RANK["write"]:
+        raise HumanError(403, f"{person.login} may not edit {found.user.login}'s comment (that needs write or higher)")
+    sandbox.edit_comment(repository, found, _text(body, "body") or "", person)
+    return JSONResponse(_comment_summary(sandbox, found.id))
+
+
+async def add_label(request: Request) -> Response:
+    sandbox, repository = _sandbox(request), _repository(request)
+    issue = _issue(request, repository)
+    body = await _body(request)
+    person = _person(request, repository, body, "triage")
+    sandbox.add_labels(repository, issue, [_text(body, "name") or ""], person)
+    return JSONResponse(_issue_summary(sandbox, issue))
+
+
+async def remove_label(request: Request) -> Response:
+    sandbox, repository = _sandbox(request), _repository(request)
+    issue = _issue(request, repository)
+    person = _person(request, repository, dict(request.query_params), "triage")
+    try:
+        sandbox.remove_label(repository, issue, request.path_params["name"], person)
+    except NotOnIssue:
+        raise HumanError(404, f"#{issue.number} has no label {request.path_params['name']!r}") from None
+    return JSONResponse(_issue_summary(sandbox, issue))
+
+
+# pull requests and checks
+
+async def review(request: Request) -> Response:
+    sandbox, repository = _sandbox(request), _repository(request)
+    pull = _issue(request, repository)
+    if pull.pull is None:
+        raise HumanError(422, f"#{pull.number} is an issue, not a pull request")
+    body = await _body(request)
+    person = _person(request, repository, body, "read")
+    event = (_text(body, "event") or "").lower()
+    if event not in REVIEW_STATES:
+        raise HumanError(422, "'event' must be APPROVE, REQUEST_CHANGES or COMMENT")
+    text = _text(body, "body", required=event != "approve")
+    sandbox.review(repository, pull, person, state=REVIEW_STATES[event], body=text)
+    return JSONResponse(_issue_summary(sandbox, pull), status_code=201)
+
+
+async def close(request: Request) -> Response:
+    sandbox, repository = _sandbox(request), _repository(request)
+    issue = _issue(request, repository)
+    body = await _body(request)
+    person = _person(request, repository, body, "triage")
+    sandbox.update_issue(repository, issue, person, state="closed")
+    return JSONResponse(_issue_summary(sandbox, issue))
+
+
+async def rerequest(request: Request) -> Response:
+    sandbox, repository = _sandbox(request), _repository(request)
+    run = _check_run(request, repository)
+    person = _person(request, repository, await _body(request), "write")
+    sandbox.rerequest(repository, run, person)
+    return JSONResponse(_check_run_summary(run), status_code=202)
+
+
+async def requested_action(request: Request) -> Response:
+    sandbox, repository = _sandbox(request), _repository(request)
+    run = _check_run(request, repository)
+    body = await _body(request)
+    person = _person(request, repository, body, "write")
+    identifier = _text(body, "identifier") or ""
+    if identifier not in [action["identifier"] for action in run.actions]:
+        offered = ", ".join(action["identifier"] for action in run.actions) or "none"
+        raise HumanError(422, f"check run {run.id} offers no action {identifier!r} (it offers: {offered})")
+    sandbox.request_action(repository, run, person, identifier)
+    return JSONResponse(_check_run_summary(run), status_code=202)
+
+
+# the App, deliveries, read-outs
+
+async def app_info(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    app = sandbox.app
+    return JSONResponse({"id": app.id, "slug": app.slug, "client_id": app.client_id, "webhook_url": app.webhook_url,
+                         "events": app.events, "permissions": app.permissions,
+                         "installations": {i.account.login: i.id for i in sandbox.state.installations.values()}})
+
+
+async def update_app(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    body = await _body(request)
+    if "webhook_url" in body:
+        sandbox.app.webhook_url = _text(body, "webhook_url", required=False) or None
+    if "webhook_secret" in body:
+        sandbox.app.webhook_secret = _text(body, "webhook_secret", required=False) or None
+    return await app_info(request)
+
+
+async def deliveries(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    await sandbox.webhooks.drain()
+    return JSONResponse([d.summary() for d in sandbox.webhooks.deliveries])
+
+
+async def redeliver(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    raw = str(request.path_params["delivery_id"])
+    again = sandbox.webhooks.redeliver(int(raw)) if raw.isdigit() else None
+    if again is None:
+        raise HumanError(404, f"no delivery {raw} to redeliver (or the App has no webhook URL)")
+    await sandbox.webhooks.drain()
+    return JSONResponse(sandbox.webhooks.deliveries[-1].summary(), status_code=201)
+
+
+async def drain(request: Request) -> Response:
+    """Answers once every event so far has been delivered (or has failed)."""
+    await _sandbox(request).webhooks.drain()
+    return JSONResponse({"deliveries": len(_sandbox(request).webhooks.deliveries)})
+
+
+async def requests_served(request: Request) -> Response:
+    return JSONResponse([{"method": m, "path": p, "status": s} for m, p, s in _sandbox(request).served])
+
+
+async def state(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    return JSONResponse({"repositories": [await _repository_readout(sandbox, repository)
+                                          for repository in sandbox.state.repositories.values()]})
+
+
+async def repository_state(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    return JSONResponse(await _repository_readout(sandbox, _repository(request)))
+
+
+def _repository_summary(sandbox: Sandbox, repository: Repository) -> dict[str, Any]:
+    return {"full_name": repository.full_name, "id": repository.id, "private": repository.private,
+            "default_branch": repository.default_branch, "clone_url": sandbox.renderer.clone_url(repository),
+            "installation_id": repository.installation_id}
+
+
+def _collaborators(repository: Repository) -> dict[str, str]:
+    return {account.login: role for account, role in repository.collaborators.values()}
+
+
+def _comment_summary(sandbox: Sandbox, comment_id: int) -> dict[str, Any]:
+    found = sandbox.state.comments[comment_id]
+    return {"id": found.id, "user": found.user.login, "body": found.body, "by_app": found.by_app,
+            "created_at": timestamp(found.created_at), "updated_at": timestamp(found.updated_at),
+            "reactions": [{"user": r.user.login, "content": r.content} for r in found.reactions]}
+
+
+def _issue_summary(sandbox: Sandbox, issue: Issue) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        "number": issue.number, "title": issue.title, "body": issue.body, "state": issue.state,
+        "user": issue.user.login, "labels": [label.name for label in issue.labels],
+        "comments": [_comment_summary(sandbox, comment_id) for comment_id in issue.comment_ids],
+        "reactions": [{"user": r.user.login, "content": r.content} for r in issue.reactions],
+    }
+    if issue.pull is not None:
+        summary["pull_request"] = {"head": issue.pull.head_ref, "head_sha": issue.pull.head_sha,
+                                   "base": issue.pull.base_ref, "draft": issue.pull.draft,
+                                   "commits": issue.pull.commits, "changed_files": issue.pull.changed_files}
+    return summary
+
+
+def _check_run_summary(run: CheckRun) -> dict[str, Any]:
+    return {"id": run.id, "name": run.name, "head_sha": run.head_sha, "status": run.status,
+            "conclusion": run.conclusion, "started_at": timestamp(run.started_at),
+            "completed_at": timestamp(run.completed_at), "output": dict(run.output), "actions": list(run.actions),
+            "details_url": run.details_url, "external_id": run.external_id}
+
+
+async def _repository_readout(sandbox: Sandbox, repository: Repository) -> dict[str, Any]:
+    branches = await sandbox.in_thread(sandbox.git.branches, repository.owner.login, repository.name)
+    issues = sorted(repository.issues.values(), key=lambda issue: issue.number)
+    return {
+        **_repository_summary(sandbox, repository),
+        "collaborators": _collaborators(repository), "branches": branches,
+        "labels": sorted(label.name for label in repository.labels.values()),
+        "issues": [_issue_summary(sandbox, issue) for issue in issues if issue.pull is None],
+        "pulls": [_issue_summary(sandbox, issue) for issue in issues if issue.pull is not None],
+        "check_runs": [_check_run_summary(run) for run in sorted(sandbox.state.check_runs_of(repository),
+                                                                 key=lambda run: run.id)],
+        "reviews": [{"pull": r.pull_number, "user": r.user.login, "state": r.state, "body": r.body}
+                    for r in repository.reviews],
+    }
+
+
+_REPO = PREFIX + "/repos/{owner}/{repo}"
+ROUTES = [
+    Route(f"{PREFIX}/state", state, methods=["GET"]),
+    Route(f"{PREFIX}/app", app_info, methods=["GET"]),
+    Route(f"{PREFIX}/app", update_app, methods=["PATCH"]),
+    Route(f"{PREFIX}/deliveries", deliveries, methods=["GET"]),
+    Route(f"{PREFIX}/deliveries/{{delivery_id}}/redeliver", redeliver, methods=["POST"]),
+    Route(f"{PREFIX}/drain", drain, methods=["POST"]),
+    Route(f"{PREFIX}/requests", requests_served, methods=["GET"]),
+    Route(f"{PREFIX}/repos", create_repository, methods=["POST"]),
+    Route(_REPO, repository_state, methods=["GET"]),
+    Route(f"{_REPO}/collaborators", add_collaborator, methods=["POST"]),
+    Route(f"{_REPO}/issues", open_issue, methods=["POST"]),
+    Route(f"{_REPO}/issues/comments/{{comment_id}}", edit_comment, methods=["PATCH"]),
+    Route(f"{_REPO}/issues/{{number}}/comments", comment, methods=["POST"]),
+    Route(f"{_REPO}/issues/{{number}}/labels", add_label, methods=["POST"]),
+    Route(f"{_REPO}/issues/{{number}}/labels/{{name:path}}", remove_label, methods=["DELETE"]),
+    Route(f"{_REPO}/issues/{{number}}/close", close, methods=["POST"]),
+    Route(f"{_REPO}/pulls/{{number}}/reviews", review, methods=["POST"]),
+    Route(f"{_REPO}/check-runs/{{check_run_id}}/rerequest", rerequest, methods=["POST"]),
+    Route(f"{_REPO}/check-runs/{{check_run_id}}/requested-action", requested_action, methods=["POST"]),
+]
