@@ -333,6 +333,7 @@ def test_the_comparison_catches_a_missing_key_a_wrong_type_and_an_invented_key()
 REST = "https://docs.github.com/en/rest"
 # Every route the sandbox may serve, with the docs.github.com page that documents it.
 DOCUMENTED_ROUTES = {
+    ("GET", "/users/{username}"): f"{REST}/users/users#get-a-user",
     ("GET", "/app"): f"{REST}/apps/apps#get-the-authenticated-app",
     ("GET", "/app/installations"): f"{REST}/apps/apps#list-installations-for-the-authenticated-app",
     ("GET", "/app/installations/{installation_id}"): f"{REST}/apps/apps#get-an-installation-for-the-authenticated-app",

@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import Sequence
 
-COMMAND_MODULES = ("plan", "db", "serve", "sandbox")
+COMMAND_MODULES = ("plan", "db", "serve", "sandbox", "demo")
 
 
 class UsageError(Exception):

@@ -1,4 +1,4 @@
-"""REST routes of a repository itself: the repository, file contents, a user's permission."""
+"""REST routes of a repository itself: the repository, file contents, a user's permission; and users."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from bot.sandbox.errors import GitHubError, not_found
 from bot.sandbox.gitstore import FileEntry
-from bot.sandbox.rest import RestRoute, docs_url, json_response, repository
+from bot.sandbox.rest import RestRoute, docs_url, json_response, repository, sandbox_of
 from bot.sandbox.state import FOLDED_PERMISSION, Repository
 
 REPOS = "https://docs.github.com/rest/repos"
@@ -75,7 +75,22 @@ async def collaborator_permission(request: Request) -> Response:
     return json_response(sandbox.renderer.collaborator_permission(repo, account, role, folded))
 
 
+async def get_user(request: Request) -> Response:
+    """A public user (or a bot account such as `lanebot[bot]`); no authentication needed."""
+    sandbox = sandbox_of(request)
+    account = sandbox.state.find_account(request.path_params["username"])
+    if account is None:
+        raise not_found(docs_url(request))
+    return json_response({
+        **sandbox.renderer.user(account), "name": None, "company": None, "blog": "", "location": None,
+        "email": None, "hireable": None, "bio": None, "twitter_username": None, "public_repos": 0,
+        "public_gists": 0, "followers": 0, "following": 0,
+        "created_at": "2008-01-14T04:33:35Z", "updated_at": "2008-01-14T04:33:35Z",
+    })
+
+
 ROUTES = (
+    RestRoute("GET", "/users/{username}", get_user, "https://docs.github.com/rest/users/users#get-a-user"),
     RestRoute("GET", "/repos/{owner}/{repo}", get_repository, f"{REPOS}/repos#get-a-repository"),
     RestRoute("GET", "/repos/{owner}/{repo}/contents/{path:path}", get_contents,
               f"{REPOS}/contents#get-repository-content"),

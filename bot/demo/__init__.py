@@ -1,0 +1,1 @@
+"""`lanebot demo`: the whole flow against the sandbox GitHub, with no model and no account."""

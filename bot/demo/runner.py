@@ -1,0 +1,173 @@
+"""`lanebot demo`: one issue, from label to pull request, against the sandbox GitHub.
+
+It creates a sandbox with a small Python project and an App, starts lanebot pointed at it, opens
+an issue whose hand-written plan has four units (one `needs` edge) with recipe briefs, labels it,
+waits for the gate comment, approves as a maintainer, and waits for the pull request. Then it
+prints what a person wants to see. Every wait has a timeout; a step that does not happen ends
+the demo with a non-zero status naming the step.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bot.demo.plan import issue_body
+from bot.demo.stack import Stack, StepTimedOut
+from bot.store import db, runs
+
+REPOSITORY = "octo-org/tasks"
+MAINTAINER = "maintainer"
+TRIGGER_LABEL = "lanebot"
+GATE_TIMEOUT_S = 90.0
+PR_TIMEOUT_S = 240.0
+
+
+def repository_config(agent: str) -> str:
+    """The sample repository's .github/lanebot.yml: which agents run, and its test command."""
+    return (
+        "# lanebot settings for this repository (see workflows/resolve-issue.yaml for every key)\n"
+        "build:\n"
+        f"  agent: {agent}\n"
+        "integrate:\n"
+        f"  agent: {agent}\n"
+        "  verify: python3 -m unittest -q\n"
+    )
+
+
+@dataclass
+class DemoResult:
+    gate_comment: str
+    pull: dict[str, Any]
+    check_runs: list[dict[str, Any]]
+    lanes: list[Any]
+    wall_clock_s: float
+    graph_log: str
+    api_requests: int
+
+
+def run_demo(root: Path, *, agent: str = "recipe", say: Callable[[str], None] = print) -> tuple[Stack, DemoResult]:
+    """Run the whole flow under `root`; the Stack is returned still running (the caller stops it)."""
+    stack = Stack(root)
+    say(f"Starting the sandbox GitHub and lanebot under {root} ...")
+    stack.start()
+    try:
+        return stack, _flow(stack, agent, say)
+    except BaseException:
+        stack.stop()
+        raise
+
+
+def _flow(stack: Stack, agent: str, say: Callable[[str], None]) -> DemoResult:
+    say(f"  sandbox GitHub: {stack.sandbox_url}")
+    say(f"  lanebot:        {stack.lanebot_url}")
+    stack.create_repository(REPOSITORY, config=repository_config(agent), maintainers=(MAINTAINER,))
+    issue = stack.human.open_issue(REPOSITORY, login=MAINTAINER, title="Tasks need a status", body=issue_body())
+    number = issue["number"]
+    say(f"Opened issue #{number} with a hand-written plan; labelling it `{TRIGGER_LABEL}` ...")
+    stack.human.add_label(REPOSITORY, number, TRIGGER_LABEL, login=MAINTAINER)
+
+    gate = stack.wait_for("the gate comment", lambda: _comment_with(stack, number, "<!-- lanebot:gate"),
+                          timeout=GATE_TIMEOUT_S, seen=lambda: _seen(stack, number))
+    say("The gate comment is up; commenting /approve as a maintainer ...")
+    stack.human.comment(REPOSITORY, number, login=MAINTAINER, body="/approve")
+
+    pull = stack.wait_for("the pull request", lambda: _pull_for(stack, number),
+                          timeout=PR_TIMEOUT_S, seen=lambda: _seen(stack, number))
+    state = stack.repository(REPOSITORY)
+    lanes, wall_clock = _lanes_and_wall_clock(stack, number)
+    graph_log = subprocess.run(
+        ["git", "--git-dir", str(stack.bare_repository(REPOSITORY)), "log", "--graph", "--format=%h %s",
+         pull["pull_request"]["head"]],
+        capture_output=True, text=True, check=True).stdout
+    return DemoResult(gate_comment=gate["body"], pull=pull, check_runs=state["check_runs"], lanes=lanes,
+                      wall_clock_s=wall_clock, graph_log=graph_log, api_requests=len(stack.api_requests()))
+
+
+def _comment_with(stack: Stack, number: int, marker: str) -> dict[str, Any] | None:
+    comments = stack.issue(REPOSITORY, number)["comments"]
+    return next((c for c in comments if c["by_app"] and c["body"].startswith(marker)), None)
+
+
+def _pull_for(stack: Stack, number: int) -> dict[str, Any] | None:
+    pulls = stack.repository(REPOSITORY)["pulls"]
+    closing = [pull for pull in pulls if f"Closes #{number}" in (pull["body"] or "")]
+    blocked = "lanebot:blocked" in stack.issue(REPOSITORY, number)["labels"]
+    if blocked and not closing:
+        raise StepTimedOut(f"the run is blocked; {_seen(stack, number)}")
+    return closing[0] if closing else None
+
+
+def _seen(stack: Stack, number: int) -> str:
+    issue = stack.issue(REPOSITORY, number)
+    last = issue["comments"][-1]["body"][:600] if issue["comments"] else "no comments"
+    return f"labels {issue['labels']}; last comment: {last}; lanebot's log: {stack.root / 'lanebot.log'}"
+
+
+def _lanes_and_wall_clock(stack: Stack, number: int) -> tuple[list[Any], float]:
+    engine = db.make_engine(stack.database_url)
+    try:
+        run = runs.active_run(engine, REPOSITORY, number)
+        if run is None:
+            raise StepTimedOut(f"lanebot's database has no run for #{number}")
+        lanes = runs.lanes(engine, run.id)
+        events = runs.run_events(engine, run.id)
+    finally:
+        engine.dispose()
+    approved = next((e.at for e in events if e.kind == "state" and '"to": "running"' in (e.data or "")), None)
+    ends = [lane.merged_at for lane in lanes if lane.merged_at]
+    start = approved or min(lane.started_at for lane in lanes if lane.started_at)
+    return lanes, (max(ends) - start).total_seconds() if ends else 0.0
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float:
+    return (end - start).total_seconds() if start and end else 0.0
+
+
+def report(result: DemoResult) -> str:
+    """What the demo prints: the gate, the timeline, the PR, the history, the checks, the cost."""
+    lines = ["", "=" * 78, "The gate comment lanebot posted", "=" * 78, result.gate_comment.strip(), ""]
+    lines += ["=" * 78, "The lanes", "=" * 78,
+              f"{'unit':<14}{'round':>6}{'start':>10}{'end':>10}{'duration':>10}{'merged':>10}"]
+    started = [lane.started_at for lane in result.lanes if lane.started_at]
+    origin = min(started) if started else None
+    total = 0.0
+    for lane in sorted(result.lanes, key=lambda lane: (lane.started_at or datetime.max.replace(tzinfo=origin.tzinfo))):
+        duration = _seconds(lane.started_at, lane.finished_at)
+        total += duration
+        lines.append(f"{lane.unit_id:<14}{lane.round:>6}{_seconds(origin, lane.started_at):>9.1f}s"
+                     f"{_seconds(origin, lane.finished_at):>9.1f}s{duration:>9.1f}s{_seconds(origin, lane.merged_at):>9.1f}s")
+    lines.append(f"Wall-clock from /approve to the last merge: {result.wall_clock_s:.1f} s; "
+                 f"the lanes' own time added up: {total:.1f} s.")
+    lines += ["", "=" * 78, f"Pull request #{result.pull['number']}: {result.pull['title']}", "=" * 78,
+              result.pull["body"].strip(), ""]
+    lines += ["=" * 78, f"git log --graph {result.pull['pull_request']['head']}", "=" * 78, result.graph_log.rstrip(), ""]
+    lines += ["=" * 78, "Check runs", "=" * 78]
+    lines += [f"  {run['name']:<28} {run['status']:<12} {run['conclusion'] or '-'}" for run in result.check_runs]
+    lines += ["", f"lanebot made {result.api_requests} REST API requests to the sandbox GitHub."]
+    return "\n".join(lines)
+
+
+def main(*, keep: bool, agent: str, root: Path | None) -> int:
+    folder = root or Path(tempfile.mkdtemp(prefix="lanebot-demo-"))
+    try:
+        stack, result = run_demo(folder, agent=agent)
+    except StepTimedOut as error:
+        print(f"lanebot demo: {error}")
+        print(f"Everything is under {folder} (lanebot.log, sandbox.log, sandbox-requests.log, deliveries/).")
+        return 1
+    print(report(result))
+    if keep:
+        print(f"\nBoth servers keep running (--keep): sandbox {stack.sandbox_url}, lanebot {stack.lanebot_url}.")
+        print(f"Their logs are under {folder}. Stop them with Ctrl-C.")
+        try:
+            stack._sandbox.wait()
+        except KeyboardInterrupt:
+            pass
+    stack.stop()
+    return 0

@@ -1,0 +1,2 @@
+def upgrade(task):
+    return task

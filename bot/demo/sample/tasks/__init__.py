@@ -1,0 +1,1 @@
+"""A tiny task list: the sample project lanebot's demo works on."""

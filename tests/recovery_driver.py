@@ -1,0 +1,65 @@
+"""Drive one run in a process of its own, as `lanebot serve` would after a start: recover, then drive.
+
+Used by tests/test_recovery_sigkill.py, which SIGKILLs this process at chosen moments. With
+LANEBOT_TEST_PAUSE=merge it stops for good half-way through its first lane merge (`git merge
+--no-commit` done, the merge still in progress, nothing pushed); with LANEBOT_TEST_PAUSE=pushed right after a merge round's push (lanes not yet
+recorded as merged). It writes LANEBOT_TEST_PAUSED_FILE when it stops, so the test knows when.
+
+    python tests/recovery_driver.py <database url> <fake GitHub url> <workdir> <run id>
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bot import orchestrator  # noqa: E402
+from bot.git import Identity, Worktree, git  # noqa: E402
+from bot.github.client import GitHubApp  # noqa: E402
+from bot.store.db import make_engine  # noqa: E402
+from tests.lanes_helpers import RunnerContext, make_settings  # noqa: E402
+
+IDENTITY = Identity("test", "test@example.com").env()
+
+
+async def pause_forever() -> None:
+    Path(os.environ["LANEBOT_TEST_PAUSED_FILE"]).write_text("paused\n")
+    await asyncio.Event().wait()
+
+
+def install_pause(where: str) -> None:
+    real_push = Worktree.push
+
+    async def merge_half_way(self: Worktree, branch_or_sha: str, *args: Any, **kwargs: Any) -> Any:
+        await git("merge", "--no-ff", "--no-commit", branch_or_sha, cwd=self.path, env=IDENTITY)
+        await pause_forever()
+
+    async def push_then_pause(self: Worktree, branch: str, **kwargs: Any) -> None:
+        await real_push(self, branch, **kwargs)
+        if branch.startswith("lanebot/") and kwargs.get("expected"):
+            await pause_forever()
+
+    if where == "merge":
+        Worktree.merge_no_ff = merge_half_way  # type: ignore[method-assign]
+    elif where == "pushed":
+        Worktree.push = push_then_pause  # type: ignore[method-assign]
+
+
+async def main(database_url: str, api_url: str, workdir: str, run_id: int) -> None:
+    install_pause(os.environ.get("LANEBOT_TEST_PAUSE", ""))
+    engine = make_engine(database_url)
+    settings = make_settings(Path(workdir).parent, database_url, api_url, workdir=Path(workdir))
+    async with GitHubApp(settings) as github:
+        context = RunnerContext(engine=engine, github=github, settings=settings)
+        runs = await orchestrator.recover_runs(context)
+        assert run_id in runs, f"run {run_id} was not among the runs to recover: {runs}"
+        print(await orchestrator.drive(context, run_id), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))

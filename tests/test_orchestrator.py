@@ -1,0 +1,506 @@
+"""The runner side end to end, in process: real git (a bare repository is the remote), real agent
+subprocesses (the recipe adapter, and a scripted `command` agent), GitHub faked over respx.
+
+Each test approves a plan in the database and drives the run with `bot.orchestrator`, then
+looks at what GitHub and the remote would show: branches and their history, check runs, the
+progress comment, labels, the pull request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import orchestrator
+from bot.github.client import GitHubApp
+from bot.lanes import integration_branch, lane_branch
+from bot.lifecycle import InvalidTransition
+from bot.store import runs as store
+from bot.store.db import make_engine
+from tests.fake_github import TOKEN, FakeGitHub
+from tests.lanes_helpers import (
+    ISSUE,
+    OWNER,
+    REPO,
+    RunnerContext,
+    Scenario,
+    approved_run,
+    first_parent_subjects,
+    has_branch,
+    make_remote,
+    make_settings,
+    make_workflow_dir,
+    recipe,
+    run_git,
+    tree_paths,
+    unit,
+)
+
+pytestmark = pytest.mark.slow
+
+PROJECT = {"README.md": "# tasks\n", "app/__init__.py": "", "app/tui/__init__.py": "", "app/cli.py": "def main(): ...\n"}
+WAIT_LIMIT_S = 30  # a hang guard, never a timing assertion
+
+WORKED_EXAMPLE = [
+    unit("migration", "^migrations/", "test -f migrations/001_status.sql", title="Add the status column",
+         brief=recipe("migrations/001_status.sql", "ALTER TABLE tasks ADD COLUMN status TEXT;\n")),
+    unit("tui-rows", "^app/tui/", "test -f app/tui/rows.py", title="Show status in the TUI rows",
+         brief=recipe("app/tui/rows.py", "def row(task): return f'{task.title} [{task.status}]'\n")),
+    unit("api-endpoint", "^app/api/", "test -f app/api/status.py && test -f migrations/001_status.sql",
+         needs=("migration",), title="Expose status in the API",
+         brief=recipe("app/api/status.py", "def status(task): return task.status\n")),
+    unit("cli-flag", r"^app/cli\.py$", "grep -q -- --status app/cli.py", title="Add --status to the CLI",
+         brief=recipe("app/cli.py", "def main(): ...  # --status filters by status\n")),
+]
+VERIFY_ALL = "test -f migrations/001_status.sql && test -f app/api/status.py && test -f app/tui/rows.py"
+
+
+@dataclass
+class World:
+    context: RunnerContext
+    fake: FakeGitHub
+    bare: Path
+    scenario: Scenario
+
+    async def drive(self, run_id: int) -> str:
+        return await asyncio.wait_for(orchestrator.drive(self.context, run_id), WAIT_LIMIT_S)
+
+    def lane(self, run_id: int, unit_id: str) -> Any:
+        return store.get_lane(self.context.engine, run_id, unit_id)
+
+    def run(self, run_id: int) -> Any:
+        return store.get_run(self.context.engine, run_id)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path, migrated_sqlite_file: Path) -> str:
+    path = tmp_path / "lanebot.db"
+    shutil.copyfile(migrated_sqlite_file, path)
+    return f"sqlite:///{path}"
+
+
+@contextlib.asynccontextmanager
+async def world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str, *, build: dict[str, Any],
+    integrate: dict[str, Any] | None = None, steps: dict[str, Any] | None = None, files: dict[str, str] = PROJECT,
+    pull_request: dict[str, Any] | None = None,
+) -> AsyncIterator[World]:
+    bare = make_remote(tmp_path, files)
+    (tmp_path / "agent").mkdir()
+    scenario = Scenario(tmp_path / "agent", steps or {})
+    host = {"build": {"max_retries": 1, "timeout": "60s", **build},
+            "integrate": {"agent": "recipe", "verify": "true", "max_retries": 0, **(integrate or {})},
+            "pull_request": pull_request or {}}
+    monkeypatch.setenv("LANEBOT_WORKFLOWS_DIR", str(make_workflow_dir(tmp_path, host, scenario.argv())))
+    fake = FakeGitHub(OWNER, REPO, clone_url=str(bare),
+                      issue={"number": ISSUE, "title": "Show task status", "body": "Tasks need a status."})
+    engine = make_engine(sqlite_url)
+    settings = make_settings(tmp_path, sqlite_url)
+    try:
+        with fake.respx_router():
+            async with GitHubApp(settings) as github:
+                context = RunnerContext(engine=engine, github=github, settings=settings)
+                try:
+                    yield World(context, fake, bare, scenario)
+                finally:
+                    await orchestrator.shutdown(context)
+    finally:
+        engine.dispose()
+
+
+async def eventually(condition: Any, what: str) -> None:
+    """Wait for `condition()` (a hang guard: it fails only if it never holds)."""
+    for _ in range(int(WAIT_LIMIT_S / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"never happened: {what}")
+
+
+# --------------------------------------------------------------------------- the happy path
+
+
+@dataclass
+class Finished:
+    """What a finished run left: its state and rows, the fake GitHub, the remote."""
+
+    state: str
+    run: Any
+    lanes: dict[str, Any]
+    fake: FakeGitHub
+    bare: Path
+    workdir: Path
+
+
+@pytest.fixture(scope="module")
+def worked_example(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite_file: Path) -> Finished:
+    """The worked example's graph (four units, one needs edge), driven once to its end."""
+    root = tmp_path_factory.mktemp("worked-example")
+    shutil.copyfile(migrated_sqlite_file, root / "lanebot.db")
+
+    async def drive() -> Finished:
+        with pytest.MonkeyPatch.context() as patch:
+            async with world(root, patch, f"sqlite:///{root / 'lanebot.db'}", build={"agent": "recipe"},
+                             integrate={"verify": VERIFY_ALL}) as w:
+                run_id = approved_run(w.context.engine, WORKED_EXAMPLE)
+                state = await w.drive(run_id)
+                lanes = {lane.unit_id: lane for lane in store.lanes(w.context.engine, run_id)}
+                return Finished(state, w.run(run_id), lanes, w.fake, w.bare, Path(w.context.settings.workdir))
+
+    return asyncio.run(drive())
+
+
+def test_the_worked_example_runs_to_one_pull_request_with_each_merge_in_order(worked_example):
+    done = worked_example
+    assert done.state == "done"
+    assert first_parent_subjects(done.bare, integration_branch(ISSUE)) == [
+        "The project before the issue",
+        f"Merge lane 'migration' of #{ISSUE}",
+        f"Merge lane 'tui-rows' of #{ISSUE}",
+        f"Merge lane 'cli-flag' of #{ISSUE}",
+        f"Merge lane 'api-endpoint' of #{ISSUE}",
+    ]
+    [pull] = done.fake.pulls
+    assert (pull["head"]["ref"], pull["base"]["ref"], pull["draft"]) == (integration_branch(ISSUE), "main", True)
+    assert pull["title"] == f"Show task status (#{ISSUE})"
+    assert done.run.pr_number == pull["number"]
+    for needle in (f"Closes #{ISSUE}", "```mermaid", lane_branch(ISSUE, "api-endpoint"), "/runs/", "Sessions:"):
+        assert needle in pull["body"]
+    assert f"This change resolves #{ISSUE} in 4 units" in pull["body"]
+
+
+def test_a_dependent_lane_holds_its_dependency_and_a_lane_never_holds_its_siblings(worked_example):
+    done = worked_example
+    api = tree_paths(done.bare, lane_branch(ISSUE, "api-endpoint"))
+    assert {"migrations/001_status.sql", "app/api/status.py"} <= api
+    tui = tree_paths(done.bare, lane_branch(ISSUE, "tui-rows"))
+    assert "app/tui/rows.py" in tui
+    assert not tui & {"migrations/001_status.sql", "app/api/status.py"}
+    assert "--status" not in _show(done.bare, lane_branch(ISSUE, "tui-rows"), "app/cli.py")
+    assert done.lanes["api-endpoint"].base_sha != done.lanes["migration"].base_sha
+    assert done.lanes["tui-rows"].base_sha == done.lanes["migration"].base_sha == done.run.base_sha
+
+
+def test_every_lane_reports_a_check_run_on_its_head_and_verify_reports_on_the_pr_head(worked_example):
+    done = worked_example
+    for spec in WORKED_EXAMPLE:
+        head = _rev(done.bare, lane_branch(ISSUE, spec["id"]))
+        assert done.lanes[spec["id"]].head_sha == head
+        [check] = [c for c in done.fake.checks_named(f"lanebot / {spec['id']}") if c["head_sha"] == head]
+        assert (check["status"], check["conclusion"]) == ("completed", "success")
+        assert "Files changed (1)" in check["output"]["summary"]
+        assert f"transcripts/{done.run.id}/{spec['id']}/attempt-1.jsonl" in check["output"]["summary"]
+        assert check["external_id"] == f"lanebot run={done.run.id} unit={spec['id']}"
+    [verify] = done.fake.checks_named("lanebot / verify")
+    assert verify["head_sha"] == _rev(done.bare, integration_branch(ISSUE))
+    assert verify["conclusion"] == "success"
+    assert (done.workdir / "transcripts" / str(done.run.id) / "migration" / "attempt-1.jsonl").is_file()
+
+
+def test_the_progress_comment_is_one_comment_edited_in_place_and_the_label_follows_the_run(worked_example):
+    done = worked_example
+    [comment] = done.fake.progress_comments(done.run.id)
+    assert f"run {done.run.id}: done" in comment["body"]
+    assert "4 of 4 lanes merged" in comment["body"]
+    assert comment["body"].count("- [x]") == 4
+    assert done.run.progress_comment_id == comment["id"]
+    assert done.fake.labels == ["lanebot:done"]
+
+
+@pytest.mark.anyio
+async def test_eager_starts_a_dependent_lane_as_soon_as_its_need_merged_without_its_slow_siblings(tmp_path, monkeypatch, sqlite_url):
+    api_started = tmp_path / "api-started"
+    steps = {
+        "migration": {"default": {"write": {"migrations/001_status.sql": "ALTER TABLE tasks ADD status;\n"}}},
+        "tui-rows": {"default": {"wait_for": [str(api_started)], "write": {"app/tui/rows.py": "rows\n"}}},
+        "api-endpoint": {"default": {"touch": [str(api_started)], "write": {"app/api/status.py": "api\n"}}},
+        "cli-flag": {"default": {"write": {"app/cli.py": "# --status\n"}}},
+    }
+    plan = [{**spec, "check": "true"} for spec in WORKED_EXAMPLE]
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "schedule": "eager"},
+                     steps=steps) as w:
+        run_id = approved_run(w.context.engine, plan)
+
+        assert await w.drive(run_id) == "done"
+
+        api = tree_paths(w.bare, lane_branch(ISSUE, "api-endpoint"))
+        assert "migrations/001_status.sql" in api
+        assert "app/tui/rows.py" not in api  # the slow sibling had not merged when it was cut
+        merges = [s for s in first_parent_subjects(w.bare, integration_branch(ISSUE)) if s.startswith("Merge lane")]
+        assert sorted(merges) == sorted(f"Merge lane '{spec['id']}' of #{ISSUE}" for spec in plan)
+
+
+@pytest.mark.anyio
+async def test_verify_failing_gets_a_repair_session_shown_the_failure_and_the_pr_takes_the_integrators_text(tmp_path, monkeypatch, sqlite_url):
+    steps = {
+        # It commits the PR file, which it was told not to: lanebot takes it out again.
+        "integrate": {"default": {"write": {".lanebot/pr.md": "Add a task status\n\nEvery layer shows it now.\n"},
+                                  "git_add": [".lanebot/pr.md"], "git_commit": "the PR text"}},
+        "verify": {"default": {"write": {"verified.txt": "ok\n"}}},
+    }
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"}, steps=steps,
+                     integrate={"agent": "command", "verify": "echo verifying; test -f verified.txt",
+                                "max_retries": 1},
+                     pull_request={"title": "{{ proposed or issue.title }}"}) as w:
+        run_id = approved_run(w.context.engine, WORKED_EXAMPLE[:1])
+
+        assert await w.drive(run_id) == "done"
+
+        repair_prompt = next(p for p in w.scenario.prompts.iterdir() if p.name.startswith("verify-")).read_text()
+        assert "verify exited with status 1" in repair_prompt and "verifying" in repair_prompt
+        failed, passed = w.fake.checks_named("lanebot / verify")
+        assert (failed["conclusion"], passed["conclusion"]) == ("failure", "success")
+        assert passed["head_sha"] == _rev(w.bare, integration_branch(ISSUE))
+        [pull] = w.fake.pulls
+        assert pull["title"] == "Add a task status"
+        assert pull["body"].startswith("Every layer shows it now.")
+        tree = tree_paths(w.bare, integration_branch(ISSUE))
+        assert "verified.txt" in tree and not any(path.startswith(".lanebot/") for path in tree)
+        assert first_parent_subjects(w.bare, integration_branch(ISSUE))[-1] == f"Repair the joined lanes of #{ISSUE}"
+
+
+@pytest.mark.anyio
+async def test_verify_failing_after_its_repairs_blocks_the_run_without_a_pull_request(tmp_path, monkeypatch, sqlite_url):
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"},
+                     integrate={"verify": "echo the suite is red; exit 3"}) as w:
+        run_id = approved_run(w.context.engine, WORKED_EXAMPLE[:1])
+
+        assert await w.drive(run_id) == "blocked"
+
+        assert "verify failed after 0 repair sessions: verify exited with status 3" in w.run(run_id).error
+        assert w.fake.pulls == []
+        [verify] = w.fake.checks_named("lanebot / verify")
+        assert verify["conclusion"] == "failure" and "the suite is red" in verify["output"]["summary"]
+        [comment] = w.fake.progress_comments(run_id)
+        assert "the suite is red" in comment["body"]
+
+
+# --------------------------------------------------------------------------- failures
+
+
+@pytest.mark.anyio
+async def test_a_lane_that_edits_outside_its_files_fails_and_is_retried_with_the_paths_in_its_prompt(tmp_path, monkeypatch, sqlite_url):
+    steps = {"cli-flag": {
+        "1": {"write": {"app/cli.py": "# --status\n", "README.md": "# tasks, now with status\n"}},
+        "2": {"write": {"README.md": "# tasks\n"}},
+    }}
+    plan = [unit("cli-flag", r"^app/cli\.py$", "grep -q -- --status app/cli.py")]
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command"}, steps=steps) as w:
+        run_id = approved_run(w.context.engine, plan)
+
+        assert await w.drive(run_id) == "done"
+
+        assert [(key, attempt) for key, attempt, _ in w.scenario.runs()] == [("cli-flag", "1"), ("cli-flag", "2")]
+        retry_prompt = w.scenario.prompt("cli-flag", 2)
+        assert "do not match your expression" in retry_prompt
+        assert "README.md" in retry_prompt.split("## Your previous attempt failed")[1]
+        failed_check = [c for c in w.fake.checks_named("lanebot / cli-flag") if c["conclusion"] == "failure"]
+        assert "README.md" in failed_check[0]["output"]["summary"]
+        assert tree_paths(w.bare, integration_branch(ISSUE)) >= {"app/cli.py", "README.md"}
+        assert _show(w.bare, integration_branch(ISSUE), "README.md") == "# tasks"
+
+
+@pytest.mark.anyio
+async def test_lanebot_scratch_and_workflow_files_are_refused_unless_the_unit_names_them(tmp_path, monkeypatch, sqlite_url):
+    steps = {"wide": {"default": {"write": {".lanebot/notes.md": "scratch", "src/x.py": "x = 1\n"}}}}
+    plan = [unit("wide", ".*", "true")]
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 0},
+                     steps=steps) as w:
+        run_id = approved_run(w.context.engine, plan)
+
+        assert await w.drive(run_id) == "blocked"
+
+        assert "outside its files" in w.run(run_id).error and ".lanebot/notes.md" in w.run(run_id).error
+
+
+@pytest.mark.anyio
+async def test_a_failing_check_retries_then_blocks_and_retry_resumes_to_a_pull_request(tmp_path, monkeypatch, sqlite_url):
+    steps = {"api": {"default": {"write": {"app/api/status.py": "broken = True\n"}}}}
+    plan = [unit("api", "^app/api/", "echo checking the api; test ! -e app/api/broken-marker && grep -q fixed app/api/status.py")]
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 1},
+                     steps=steps) as w:
+        run_id = approved_run(w.context.engine, plan)
+
+        assert await w.drive(run_id) == "blocked"
+
+        assert [attempt for _, attempt, _ in w.scenario.runs()] == ["1", "2"]
+        assert w.lane(run_id, "api").state == "failed"
+        assert "lane 'api' failed: its check exited with status 1" in w.run(run_id).error
+        [comment] = w.fake.progress_comments(run_id)
+        assert "Blocked" in comment["body"] and "`/retry api`" in comment["body"]
+        assert "checking the api" in comment["body"]
+        assert w.fake.labels == ["lanebot:blocked"]
+        assert w.fake.pulls == []
+
+        w.scenario.steps["api"]["3"] = {"write": {"app/api/status.py": "fixed = True\n"}}
+        w.scenario.save()
+        assert await asyncio.wait_for(orchestrator.retry(w.context, run_id, "api"), WAIT_LIMIT_S) == "done"
+
+        third_prompt = w.scenario.prompt("api", 3)
+        assert "its check exited with status 1" in third_prompt and "checking the api" in third_prompt
+        assert len(w.fake.pulls) == 1
+        assert w.fake.labels == ["lanebot:done"]
+
+
+@pytest.mark.anyio
+async def test_retry_refuses_a_run_that_is_not_blocked_and_a_lane_that_did_not_fail(tmp_path, monkeypatch, sqlite_url):
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"}) as w:
+        run_id = approved_run(w.context.engine, WORKED_EXAMPLE[:1])
+        with pytest.raises(InvalidTransition, match="cannot retry a run that is running"):
+            await orchestrator.retry(w.context, run_id, None)
+        store.transition(w.context.engine, run_id, "running", "blocked")
+        store.create_lanes(w.context.engine, run_id, [["migration"]])
+        with pytest.raises(ValueError, match="lane 'migration' is pending, not failed; failed lanes: none"):
+            await orchestrator.retry(w.context, run_id, "migration")
+        with pytest.raises(ValueError, match="no lane 'nope'"):
+            await orchestrator.retry(w.context, run_id, "nope")
+
+
+# --------------------------------------------------------------------------- conflicts
+
+CONFLICTING = [
+    unit("left", r"^(left|shared)\.txt$", "test -f shared.txt", brief=recipe("shared.txt", "left\n")),
+    unit("right", r"^(right|shared)\.txt$", "test -f shared.txt", brief=recipe("shared.txt", "right\n")),
+]
+
+
+@pytest.mark.anyio
+async def test_a_conflict_blocks_the_run_naming_the_paths_and_earlier_merges_stay(tmp_path, monkeypatch, sqlite_url):
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"}) as w:
+        run_id = approved_run(w.context.engine, CONFLICTING)
+
+        assert await w.drive(run_id) == "blocked"
+
+        assert w.lane(run_id, "left").state == "merged"
+        assert w.lane(run_id, "right").state == "failed"
+        assert "conflicted in shared.txt" in w.run(run_id).error
+        assert first_parent_subjects(w.bare, integration_branch(ISSUE))[-1] == f"Merge lane 'left' of #{ISSUE}"
+        [comment] = w.fake.progress_comments(run_id)
+        assert "shared.txt" in comment["body"]
+
+
+SIDES = {"left": {"default": {"write": {"shared.txt": "left\n"}}},
+         "right": {"default": {"write": {"shared.txt": "right\n"}}}}
+
+
+@pytest.mark.anyio
+async def test_with_on_conflict_agent_a_resolver_merges_what_both_lanes_meant(tmp_path, monkeypatch, sqlite_url):
+    steps = {**SIDES, "resolve": {"default": {"write": {"shared.txt": "left\nright\n"}, "git_add": ["shared.txt"]}}}
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "on_conflict": "agent"},
+                     steps=steps) as w:
+        run_id = approved_run(w.context.engine, CONFLICTING)
+
+        assert await w.drive(run_id) == "done"
+
+        assert _show(w.bare, integration_branch(ISSUE), "shared.txt") == "left\nright"
+        assert first_parent_subjects(w.bare, integration_branch(ISSUE))[-1] == f"Merge lane 'right' of #{ISSUE}"
+        [resolve_prompt] = [p for p in w.scenario.prompts.iterdir() if p.name.startswith("resolve-")]
+        assert "shared.txt" in resolve_prompt.read_text() and "`left`" in resolve_prompt.read_text()
+        [resolver] = [s for s in store.sessions(w.context.engine, run_id) if s.kind == "resolve"]
+        assert resolver.status == "succeeded"
+
+
+@pytest.mark.anyio
+async def test_a_resolver_that_leaves_a_conflict_marker_in_a_staged_file_is_refused(tmp_path, monkeypatch, sqlite_url):
+    marked = "<<<<<<< HEAD\nleft\n=======\nright\n>>>>>>> lane\n"
+    steps = {**SIDES, "resolve": {"default": {"write": {"shared.txt": marked}, "git_add": ["shared.txt"]}}}
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "on_conflict": "agent"},
+                     steps=steps) as w:
+        run_id = approved_run(w.context.engine, CONFLICTING)
+
+        assert await w.drive(run_id) == "blocked"
+
+        assert "the resolver left conflict markers in shared.txt" in w.run(run_id).error
+        assert first_parent_subjects(w.bare, integration_branch(ISSUE))[-1] == f"Merge lane 'left' of #{ISSUE}"
+
+
+# --------------------------------------------------------------------------- cancel and secrets
+
+
+@pytest.mark.anyio
+async def test_cancel_stops_the_agents_process_groups_and_keeps_branches_and_transcripts(tmp_path, monkeypatch, sqlite_url):
+    steps = {"slow": {"default": {"spawn_sleeper": True, "sleep": 600}},
+             "quick": {"default": {"write": {"quick.txt": "done\n"}}}}
+    plan = [unit("quick", r"^quick\.txt$", "true"), unit("slow", r"^slow\.txt$", "true")]
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "schedule": "eager"},
+                     steps=steps) as w:
+        run_id = approved_run(w.context.engine, plan)
+        driving = asyncio.ensure_future(w.drive(run_id))
+        await eventually(lambda: any(key == "slow" for key, _, _ in w.scenario.runs()), "the slow agent started")
+        await eventually(lambda: w.lane(run_id, "quick").state == "merged", "the quick lane merged")
+        [(_, _, pid)] = [run for run in w.scenario.runs() if run[0] == "slow"]
+
+        assert await orchestrator.cancel(w.context, run_id) == "cancelled"
+
+        assert await asyncio.wait_for(driving, WAIT_LIMIT_S) == "cancelled"
+        assert not _group_alive(pid)
+        assert w.run(run_id).state == "cancelled"
+        assert w.lane(run_id, "slow").state == "failed"
+        sessions = store.sessions(w.context.engine, run_id)
+        assert [s.status for s in sessions if s.lane_id == w.lane(run_id, "slow").id] == ["cancelled"]
+        assert has_branch(w.bare, integration_branch(ISSUE)) and has_branch(w.bare, lane_branch(ISSUE, "quick"))
+        assert (Path(w.context.settings.workdir) / "transcripts" / str(run_id) / "slow" / "attempt-1.jsonl").is_file()
+        assert w.fake.labels == []
+        [comment] = w.fake.progress_comments(run_id)
+        assert f"run {run_id}: cancelled" in comment["body"]
+        [slow_check] = w.fake.checks_named("lanebot / slow")
+        assert (slow_check["status"], slow_check["conclusion"]) == ("completed", "cancelled")
+
+
+@pytest.mark.anyio
+async def test_the_token_never_reaches_a_log_record_an_argv_or_an_agent(tmp_path, monkeypatch, sqlite_url, caplog):
+    caplog.set_level(logging.DEBUG)
+    seen: list[tuple[tuple[str, ...], dict[str, str] | None]] = []
+    real_exec = asyncio.create_subprocess_exec
+
+    async def recording_exec(*argv: Any, **kwargs: Any) -> Any:
+        seen.append((tuple(map(str, argv)), kwargs.get("env")))
+        return await real_exec(*argv, **kwargs)
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", recording_exec)
+    steps = {"cli-flag": {"default": {"write": {"app/cli.py": "# --status\n"}}}}
+    plan = [unit("cli-flag", r"^app/cli\.py$", "env; grep -q -- --status app/cli.py")]
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command"}, steps=steps) as w:
+        run_id = approved_run(w.context.engine, plan)
+        assert await w.drive(run_id) == "done"
+
+        assert any(argv[0] == "git" for argv, _ in seen) and any("agent.py" in " ".join(argv) for argv, _ in seen)
+        for argv, env in seen:
+            assert not any(TOKEN in arg for arg in argv)
+            if argv[0] != "git":  # agents and checks get no credentials at all
+                assert env is not None and not any(TOKEN in value for value in env.values())
+        for record in caplog.records:
+            assert TOKEN not in record.getMessage()
+        for path in Path(w.context.settings.workdir).rglob("*"):
+            if path.is_file():
+                assert TOKEN.encode() not in path.read_bytes(), path
+        assert not any(TOKEN in path for _, path, _ in w.fake.requests)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _rev(bare: Path, ref: str) -> str:
+    return run_git("rev-parse", ref, cwd=bare)
+
+
+def _show(bare: Path, ref: str, path: str) -> str:
+    return run_git("show", f"{ref}:{path}", cwd=bare)
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of the group still runs (a zombie waiting for init to reap it does not)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[2] == str(group) and fields[0] not in ("Z", "X"):
+                return True
+    return False
