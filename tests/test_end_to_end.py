@@ -91,6 +91,7 @@ def merge_commits(stack: Stack, branch: str) -> list[str]:
 
 def test_an_approved_plan_becomes_one_pull_request(stack):
     number = open_and_label(stack, issue_body(), cfg=repository_config("recipe"))
+    wait_for_label(stack, number, "lanebot:awaiting-approval")
     assert state_labels(stack, number) == ["lanebot:awaiting-approval"]
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
 
@@ -116,6 +117,7 @@ def test_approve_from_a_reader_is_refused_and_nothing_runs(stack):
     stack.human.comment(REPO, number, login="drive-by", role="read", body="/approve")
     refusal = wait_for_comment(stack, number, "<!-- lanebot:answer", contains="@drive-by")
     assert "`/approve`" in refusal["body"]
+    wait_for_label(stack, number, "lanebot:awaiting-approval")
     assert state_labels(stack, number) == ["lanebot:awaiting-approval"]
     assert not [b for b in stack.repository(REPO)["branches"] if b.startswith("lanebot")]
 
