@@ -350,31 +350,41 @@ class Mirror:
         it is. Whatever a crashed attempt left at `path` is removed first."""
         await self._ready()
         await self._check_branch_name(branch)
-        sha = await self._resolve(start)
-        path = await self._clear_for_worktree(path)
-        if not reset and await self._has_local_branch(branch):
-            await git("worktree", "add", str(path), branch, cwd=self.path)
-        else:
-            await git("worktree", "add", "-B" if reset else "-b", branch, str(path), sha, cwd=self.path)
+        # Under the mirror's lock: another lane's `worktree prune`, or a fetch, must not meet a
+        # worktree half made.
+        async with self._locked():
+            sha = await self._resolve(start)
+            path = await self._clear_for_worktree(path)
+            if not reset and await self._has_local_branch(branch):
+                await git("worktree", "add", str(path), branch, cwd=self.path)
+            else:
+                await git("worktree", "add", "-B" if reset else "-b", branch, str(path), sha, cwd=self.path)
         return Worktree(path=path, branch=branch, mirror=self)
 
     async def checkout(self, path: Path, ref: str) -> Worktree:
         """A fresh detached worktree of `ref` at `path` (a read-only view for the planner)."""
         await self._ready()
-        sha = await self._resolve(ref)
-        path = await self._clear_for_worktree(path)
-        await git("worktree", "add", "--detach", str(path), sha, cwd=self.path)
+        async with self._locked():
+            sha = await self._resolve(ref)
+            path = await self._clear_for_worktree(path)
+            await git("worktree", "add", "--detach", str(path), sha, cwd=self.path)
         return Worktree(path=path, branch=None, mirror=self)
 
     async def remove_worktree(self, path: Path) -> None:
         """Remove the worktree at `path` and its bookkeeping; nothing to do if it is already gone."""
         path = self._worktree_path(path)
-        if self._exists():
-            await git("worktree", "remove", "--force", "--force", str(path), cwd=self.path, check=False)
+        if not self._exists():
+            if path.exists() or path.is_symlink():
+                await asyncio.to_thread(shutil.rmtree, path)
+            return
+        async with self._locked():
+            await self._remove_worktree_locked(path)
+
+    async def _remove_worktree_locked(self, path: Path) -> None:
+        await git("worktree", "remove", "--force", "--force", str(path), cwd=self.path, check=False)
         if path.exists() or path.is_symlink():
             await asyncio.to_thread(shutil.rmtree, path)
-        if self._exists():
-            await git("worktree", "prune", cwd=self.path)
+        await git("worktree", "prune", cwd=self.path)
 
     async def credentials(self) -> Credentials | None:
         """The provider's credentials, scoped to this mirror's remote URL."""
@@ -457,8 +467,9 @@ class Mirror:
         return path
 
     async def _clear_for_worktree(self, path: Path) -> Path:
+        """Under the lock: whatever a crashed attempt left at `path` removed."""
         path = self._worktree_path(path)
-        await self.remove_worktree(path)
+        await self._remove_worktree_locked(path)
         return path
 
 

@@ -215,22 +215,12 @@ def _credentials(context: Any, run: Run) -> Callable[[], Any]:
 
 
 async def add_worktree(mirror: Mirror, path: Path, *, branch: str, start: str) -> Worktree:
-    """`mirror.add_worktree`, under the mirror's lock.
-
-    `Mirror` locks its fetches and pushes but not its worktree bookkeeping, and lanes of one
-    repository run side by side: one lane's `git worktree prune` can delete the administrative
-    folder of a worktree another lane is adding, and a fetch fails on a worktree half made.
-    """
-    if not (mirror.path / "HEAD").is_file():
-        await mirror.ensure()  # takes the lock itself: never inside it
-    async with mirror._locked():  # noqa: SLF001 - the one lock that also covers fetch and push
-        return await mirror.add_worktree(path, branch=branch, start=start)
+    """A lane's or the integration branch's worktree (Mirror takes its lock for the bookkeeping)."""
+    return await mirror.add_worktree(path, branch=branch, start=start)
 
 
 async def remove_worktree(mirror: Mirror, path: Path) -> None:
-    """`mirror.remove_worktree`, under the mirror's lock (see `add_worktree`)."""
-    async with mirror._locked():  # noqa: SLF001
-        await mirror.remove_worktree(path)
+    await mirror.remove_worktree(path)
 
 
 # --------------------------------------------------------------------------- the commit identity

@@ -102,16 +102,20 @@ def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pul
     assert store.get_run(engine, run_id).state == "done"
     assert len(fake.pulls) == 1
     assert all(check["status"] == "completed" for check in fake.check_runs)
-    attempts = Counter((key, attempt) for key, attempt, _ in scenario.runs())
-    assert set(attempts.values()) == {1}, attempts
-    assert sorted(attempts) == sorted([("migration", "1"), ("migration", "2"), ("tui-rows", "1"), ("tui-rows", "2"),
-                                       ("cli-flag", "1"), ("cli-flag", "2"), ("api-endpoint", "1")])
+    started = [(key, int(attempt)) for key, attempt, _ in scenario.runs()]
+    assert len(started) == len(set(started)), f"an attempt ran twice: {started}"
+    for name in files:
+        attempts = sorted(attempt for key, attempt in started if key == name)
+        assert attempts == list(range(1, len(attempts) + 1)), (name, attempts)
+        # A first-round lane lost its first attempt to the first kill (maybe a second one to a later kill).
+        assert len(attempts) >= (1 if name == "api-endpoint" else 2), (name, attempts)
     history = run_git("log", "--format=%s", integration_branch(ISSUE), cwd=bare).splitlines()
     merges = Counter(subject for subject in history if subject.startswith("Merge lane"))
     assert merges == Counter({f"Merge lane '{name}' of #{ISSUE}": 1 for name in files})
-    sessions = store.sessions(engine, run_id)
+    sessions = [s for s in store.sessions(engine, run_id) if s.kind == "lane"]
     lost = [s for s in sessions if s.status == "lost"]
-    assert len(lost) == 3 and not any(s.counts_as_retry for s in lost)
+    assert len(lost) == len(sessions) - len(files) >= 3
+    assert not any(s.counts_as_retry for s in lost)  # max_retries is 0: a lost attempt must not count
     assert all(lane.attempts_used == 1 and lane.state == "merged" for lane in store.lanes(engine, run_id))
     assert any(event.kind == "merge_aborted" for event in store.run_events(engine, run_id))
     engine.dispose()
