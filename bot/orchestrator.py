@@ -471,8 +471,7 @@ async def publish_progress(context: Any, run_id: int) -> str | None:
     if run is None or not lanes:
         return run.state if run else None
     sessions = await db(store.sessions, context.engine, run_id)
-    plan = await _plan_titles(context, run)
-    views = [_lane_view(run, lane, plan, sessions) for lane in lanes]
+    views = await lane_views(context, run, lanes, sessions)
     lane_sessions = [s for s in sessions if s.kind == "lane"]
     starts = [s.started_at for s in lane_sessions]
     ends = [lane.merged_at for lane in lanes if lane.merged_at]
@@ -496,6 +495,15 @@ async def _plan_titles(context: Any, run: Run) -> dict[str, str]:
     plan = (await db(store.get_plan, context.engine, run.id, run.approved_revision) if run.approved_revision
             else await db(store.latest_plan, context.engine, run.id))
     return {unit.id: unit.title for unit in stored_graph(plan.units_jsonl)} if plan else {}
+
+
+async def lane_views(context: Any, run: Run, lanes: Sequence[Lane] | None = None,
+                     sessions: Sequence[AgentSession] | None = None) -> list[LaneView]:
+    """How the run's lanes look to people: the progress comment and `/status` both show these."""
+    lanes = lanes if lanes is not None else await db(store.lanes, context.engine, run.id)
+    sessions = sessions if sessions is not None else await db(store.sessions, context.engine, run.id)
+    titles = await _plan_titles(context, run)
+    return [_lane_view(run, lane, titles, sessions) for lane in lanes]
 
 
 def _lane_view(run: Run, lane: Lane, titles: dict[str, str], sessions: Sequence[AgentSession]) -> LaneView:

@@ -36,7 +36,7 @@ from bot.github.issues import add_reaction
 from bot.handlers.issues import IssueTarget, answer, is_bot_account, jobs_of, request_plan
 from bot.lifecycle import Event, InvalidTransition, RunState, describe_state, transition
 from bot.permissions import authorise, cache_for
-from bot.planning import PlanRequest, follow_labels, issue_run, record_plan_request, stored_graph
+from bot.planning import PlanRequest, follow_labels, issue_run, record_plan_request
 from bot.progress import LaneView
 from bot.store import runs
 from bot.store.models import Run
@@ -266,20 +266,9 @@ async def _help(talk: Conversation, command: Command) -> None:
 
 
 async def _lane_views(talk: Conversation, run: Run) -> list[LaneView]:
-    engine = talk.context.engine
-    lanes = await to_thread.run_sync(runs.lanes, engine, run.id)
-    if not lanes:
-        return []
-    revision = run.approved_revision or run.plan_revision
-    plan = await to_thread.run_sync(runs.get_plan, engine, run.id, revision)
-    titles = {unit.id: unit.title for unit in stored_graph(plan.units_jsonl).units} if plan else {}
-    return [
-        LaneView(unit_id=lane.unit_id, title=titles.get(lane.unit_id, lane.unit_id), state=lane.state,
-                 round=lane.round - 1, attempts=lane.attempts_used, started_at=lane.started_at,
-                 finished_at=lane.finished_at, branch=lane.branch or f"lanebot-lanes/{run.issue_number}/{lane.unit_id}",
-                 failure=lane.failure)
-        for lane in lanes
-    ]
+    from bot.orchestrator import lane_views
+
+    return await lane_views(talk.context, run)
 
 
 _COMMANDS: dict[str, Callable[[Conversation, Command], Awaitable[None]]] = {
