@@ -5,7 +5,13 @@ summary when it ends. The summaries (files changed, the tail of the check's outp
 transcript is) are built here as pure text, cut to GitHub's 65,535 characters. Creating a check
 run is a POST that the client does not repeat after a lost answer, so before creating one the
 commit's check runs are looked up by name and `external_id` (`lanebot run=N unit=U`, which also
-lets the `check_run.rerequested` handler find the lane again).
+lets the `check_run` handlers find the lane again).
+
+A lane's last failed attempt (the one that blocks the run) offers a `Retry lane` button, and the
+last failed verify a `Re-run verify` button (GitHub's check-run `actions`: at most three, label
+at most 20 characters, description 40, identifier 20). GitHub never lets a completed check run
+go back to in progress, so a retry reports on a new check run; `acknowledge_rerun` edits the old
+one (what GitHub does allow: its output and actions) to say who asked and to take its button away.
 """
 
 from __future__ import annotations
@@ -22,15 +28,20 @@ from bot.gate import code_block, code_span, markdown_text, shorten
 from bot.github.issues import split_repository
 
 __all__ = [
+    "RERUN_VERIFY",
+    "RETRY_LANE",
     "SUMMARY_LIMIT",
     "VERIFY_CHECK",
+    "CheckAction",
     "CheckReport",
+    "acknowledge_rerun",
     "external_id",
     "find_check",
     "finish_check",
     "lane_check_name",
     "lane_report",
     "parse_external_id",
+    "rerun_note",
     "start_check",
     "verify_report",
 ]
@@ -42,6 +53,8 @@ _LANE_PREFIX = "lanebot / "
 _EXTERNAL_ID = re.compile(r"^lanebot run=(?P<run>\d+)(?: unit=(?P<unit>[a-z0-9][a-z0-9-]*))?$")
 _PATHS_SHOWN = 200
 _TAIL_CHARS = 20_000
+MAX_ACTIONS = 3  # GitHub's limits on a check run's `actions`
+ACTION_LIMITS = {"label": 20, "description": 40, "identifier": 20}
 
 
 def lane_check_name(unit_id: str) -> str:
@@ -62,16 +75,41 @@ def parse_external_id(text: str | None) -> tuple[int, str | None] | None:
 
 
 @dataclass(frozen=True)
+class CheckAction:
+    """A button on a check run; clicking it sends `check_run.requested_action` with `identifier`."""
+
+    label: str
+    description: str
+    identifier: str
+
+    def __post_init__(self) -> None:
+        for name, limit in ACTION_LIMITS.items():
+            value = getattr(self, name)
+            if not value or len(value) > limit:
+                raise ValueError(f"a check-run action's {name} must be 1 to {limit} characters, got {value!r}")
+
+    def to_api(self) -> dict[str, str]:
+        return {"label": self.label, "description": self.description, "identifier": self.identifier}
+
+
+RETRY_LANE = CheckAction("Retry lane", "Run this lane again, shown its failure", "retry-lane")
+RERUN_VERIFY = CheckAction("Re-run verify", "Integrate and run verify again", "rerun-verify")
+
+
+@dataclass(frozen=True)
 class CheckReport:
-    """How a check run ends."""
+    """How a check run ends, and the buttons it offers then (none unless a person can act)."""
 
     conclusion: str  # success, failure, cancelled or neutral
     title: str
     summary: str
+    actions: tuple[CheckAction, ...] = ()
 
     def __post_init__(self) -> None:
         if self.conclusion not in ("success", "failure", "cancelled", "neutral"):
             raise ValueError(f"unknown check conclusion {self.conclusion!r}")
+        if len(self.actions) > MAX_ACTIONS:
+            raise ValueError(f"GitHub allows at most {MAX_ACTIONS} actions on a check run, got {len(self.actions)}")
         object.__setattr__(self, "title", shorten(" ".join(self.title.split()) or self.conclusion, TITLE_LIMIT))
         object.__setattr__(self, "summary", _fit(self.summary))
 
@@ -86,8 +124,10 @@ def lane_report(
     offending_paths: Sequence[str] = (),
     check_output: str | None,
     transcript: str,
+    offer_retry: bool = False,
 ) -> CheckReport:
-    """The summary of one lane attempt. Pure."""
+    """The summary of one lane attempt. Pure. A failed attempt after which no retry is left
+    (`offer_retry`) offers the `Retry lane` button."""
     if passed:
         conclusion, title = "success", f"lane {unit_id} passed its check (attempt {attempt})"
     else:
@@ -101,17 +141,37 @@ def lane_report(
     if check_output is not None:
         parts.append("**The end of the check's output:**\n\n" + code_block(_tail(check_output)))
     parts.append(f"**Transcript:** {code_span(transcript)} on the runner host.")
-    return CheckReport(conclusion, title, "\n\n".join(parts))
+    actions = (RETRY_LANE,) if offer_retry and not passed else ()
+    if actions:
+        parts.append("No retries are left, so the run is blocked: **Retry lane** (or `/retry "
+                     f"{unit_id}` on the issue) runs it again, shown this failure.")
+    return CheckReport(conclusion, title, "\n\n".join(parts), actions)
 
 
-def verify_report(*, passed: bool, command: str, output: str, reason: str | None, transcript: str | None) -> CheckReport:
-    """The summary of one run of the repository's verify command. Pure."""
+def verify_report(
+    *, passed: bool, command: str, output: str, reason: str | None, transcript: str | None, offer_rerun: bool = False,
+) -> CheckReport:
+    """The summary of one run of the repository's verify command. Pure. A failure after which no
+    repair is left (`offer_rerun`) offers the `Re-run verify` button."""
     title = "verify passed" if passed else f"verify failed: {reason or 'see the summary'}"
     parts = [f"**Command:** {code_span(command)}"]
     parts.append("**The end of its output:**\n\n" + code_block(_tail(output)) if output.strip() else "It printed nothing.")
     if transcript:
         parts.append(f"**Last session's transcript:** {code_span(transcript)} on the runner host.")
-    return CheckReport("success" if passed else "failure", title, "\n\n".join(parts))
+    actions = (RERUN_VERIFY,) if offer_rerun and not passed else ()
+    if actions:
+        parts.append("No repair is left, so the run is blocked: **Re-run verify** (or `/retry` on the issue) "
+                     "runs the integrate step and verify again.")
+    return CheckReport("success" if passed else "failure", title, "\n\n".join(parts), actions)
+
+
+def rerun_note(*, requested_by: str, what: str, check_name: str, summary: str | None) -> tuple[str, str]:
+    """(title, summary) of a completed check run someone asked to run again. Pure: the old summary
+    stays below a line saying who asked and where the result will be."""
+    title = shorten(f"{what} requested by @{requested_by}", TITLE_LIMIT)
+    head = (f"**@{markdown_text(requested_by)} asked for {what}.** GitHub does not reopen a completed check "
+            f"run, so the result is reported on a new {code_span(check_name)} check run.")
+    return title, _fit(f"{head}\n\n---\n\n{summary}" if summary else head)
 
 
 def _path_list(paths: Sequence[str]) -> str:
@@ -171,7 +231,7 @@ async def start_check(
 
 
 async def finish_check(client: GitHubAPI, repository: str, check_run_id: int, report: CheckReport) -> None:
-    """Complete a check run with `report`."""
+    """Complete a check run with `report` (its buttons replace any the run had)."""
     owner, repo = split_repository(repository)
     await client.patch(
         "/repos/{owner}/{repo}/check-runs/{check_run_id}",
@@ -179,5 +239,22 @@ async def finish_check(client: GitHubAPI, repository: str, check_run_id: int, re
         data={
             "status": "completed", "conclusion": report.conclusion, "completed_at": _now(),
             "output": {"title": report.title, "summary": report.summary},
+            "actions": [action.to_api() for action in report.actions],
         },
+    )
+
+
+async def acknowledge_rerun(
+    client: GitHubAPI, repository: str, check_run: dict[str, Any], *, requested_by: str, what: str
+) -> None:
+    """Say on a completed check run (as a webhook payload shows it) that `requested_by` asked for
+    `what`, and take its buttons away so nobody asks twice. Its conclusion stays: GitHub keeps it."""
+    owner, repo = split_repository(repository)
+    output = check_run.get("output") or {}
+    title, summary = rerun_note(requested_by=requested_by, what=what, check_name=str(check_run.get("name")),
+                                summary=output.get("summary"))
+    await client.patch(
+        "/repos/{owner}/{repo}/check-runs/{check_run_id}",
+        {"owner": owner, "repo": repo, "check_run_id": int(check_run["id"])},
+        data={"output": {"title": title, "summary": summary}, "actions": []},
     )

@@ -17,9 +17,10 @@ merge a crash interrupted is simply redone from there; nothing merges twice):
 branch (it writes the PR's title and body to `.lanebot/pr.md`, which is never committed), then
 the repository's `integrate.verify` command (written to a file, run with `sh`) and, while it
 fails, up to `integrate.max_retries` repair sessions shown the failure. Each head verify ran on
-is pushed and gets a `lanebot / verify` check run. Verify passing opens the pull request from
-`lanebot/<issue>` to the default branch (found first by its head branch, so a lost answer never
-makes a second one); verify failing after the repairs blocks the run.
+is pushed and gets a `lanebot / verify` check run; the last failed one offers `Re-run verify`.
+Verify passing opens the pull request from `lanebot/<issue>` to the default branch (found first
+by its head branch, so a lost answer never makes a second one); verify failing after the repairs
+blocks the run.
 """
 
 from __future__ import annotations
@@ -302,12 +303,12 @@ class _Integration:
         result = await self._session("integrate", failure=None)
         if not _succeeded(result):
             self.notes.append(f"The integrate session did not succeed ({_why(result)}); verify decided.")
-        verified = await self._verify()
         repairs = 0
+        verified = await self._verify(last=repairs >= self.settings.max_retries)
         while not verified.ok and repairs < self.settings.max_retries:
             repairs += 1
             await self._session("verify", failure={"reason": verified.describe("verify"), "output": verified.output})
-            verified = await self._verify()
+            verified = await self._verify(last=repairs >= self.settings.max_retries)
         return verified
 
     async def _session(self, kind: str, failure: Mapping[str, str] | None) -> AgentResult | str:
@@ -349,7 +350,9 @@ class _Integration:
         source.unlink(missing_ok=True)
         await git("clean", "-d", "--force", "--quiet", "-x", "--", ".lanebot", cwd=self.worktree.path)
 
-    async def _verify(self) -> ScriptResult:
+    async def _verify(self, *, last: bool) -> ScriptResult:
+        """Run verify on the branch as it is now (pushed first); `last`: no repair follows a failure,
+        so a failure blocks the run and its check run offers `Re-run verify`."""
         assert self.worktree is not None
         head = await self.worktree.head()
         if head != self.pushed:
@@ -365,7 +368,7 @@ class _Integration:
                                   env={"LANEBOT_RUN": str(self.rt.run.id)})
         await finish_check(self.rt.client, self.rt.run.repository, check_id, verify_report(
             passed=result.ok, command=self.settings.verify, output=result.output,
-            reason=None if result.ok else result.describe("verify"), transcript=None))
+            reason=None if result.ok else result.describe("verify"), transcript=None, offer_rerun=last))
         await db(store.append_event, self.rt.engine, self.rt.run.id, "verify",
                  {"head": head, "ok": result.ok, "exit_status": result.exit_status, "timed_out": result.timed_out})
         return result

@@ -19,7 +19,8 @@ An attempt (`run_lane`, one executor job identified by run, unit and attempt num
 6. the unit's `check`, written to a file outside the worktree and run as `sh <file>` in it,
    with the lane's timeout; the tail of its output is kept;
 7. the lane branch pushed (also after a failure, so the next attempt and humans see it), the
-   head recorded, the check run `lanebot / <unit>` completed.
+   head recorded, the check run `lanebot / <unit>` completed; a failure that leaves no retry
+   offers the check run's `Retry lane` button.
 
 The outcome is written to the lane's row (compare-and-set from `running`): `finished`, or back
 to `pending` with the failure while retries remain, or `failed`. The lane's state is written
@@ -41,7 +42,7 @@ from typing import Any
 
 from bot.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.agents.process import child_environment, stop_process_group
-from bot.checks import CheckReport, external_id, finish_check, lane_check_name, lane_report, start_check
+from bot.checks import RETRY_LANE, CheckReport, external_id, finish_check, lane_check_name, lane_report, start_check
 from bot.executor import Job
 from bot.git import Mirror, RefNotFound, Worktree, git
 from bot.graph import Unit
@@ -367,7 +368,7 @@ class _Attempt:
                     failure=LaneFailure(FailureKind.ERROR, f"lanebot could not complete the attempt "
                                         f"({type(error).__name__}); the runner's log has the details", self.attempt),
                     detail=f"{type(error).__name__}: {error}")
-                await self._close_check("failure", outcome.failure.reason)
+                await self._close_check("failure", outcome.failure.reason, offer_retry=self._is_last_attempt())
             await self._record(outcome)
         finally:
             # After the outcome is recorded: the merge need not wait for the clean-up.
@@ -451,13 +452,17 @@ class _Attempt:
             unit_id=self.unit.id, attempt=self.attempt, passed=failure is None,
             reason=failure.reason if failure else None, changed_paths=outcome.changed,
             offending_paths=failure.paths if failure else (), check_output=check_output,
-            transcript=str(self.transcript))
+            transcript=str(self.transcript), offer_retry=self._is_last_attempt())
         assert self.check_run_id is not None and outcome.head is not None
         if outcome.head != start:
             # A check run stays on the commit it was made for: the result goes on the lane's new head.
             await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id, _superseded(outcome.head))
             await self._start_check(outcome.head)
         await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id, report)
+
+    def _is_last_attempt(self) -> bool:
+        """Whether a failure of this attempt leaves no retry (the lane fails and the run blocks)."""
+        return self.lane.attempts_used + 1 >= 1 + self.rt.workflow.build.max_retries
 
     async def _record(self, outcome: _Outcome) -> None:
         engine, lane, failure = self.rt.engine, self.lane, outcome.failure
@@ -467,8 +472,7 @@ class _Attempt:
             moved = await db(store.set_lane_state, engine, lane.id, "running", "finished", head_sha=head,
                              failure=None, attempts_used=used)
         else:
-            allowed = 1 + self.rt.workflow.build.max_retries
-            target = "pending" if used < allowed else "failed"
+            target = "failed" if self._is_last_attempt() else "pending"
             moved = await db(store.set_lane_state, engine, lane.id, "running", target, head_sha=head,
                              failure=failure.to_text(), attempts_used=used)
         status = ("succeeded" if failure is None else "failed") if moved else "cancelled"
@@ -491,14 +495,15 @@ class _Attempt:
         await db(store.set_lane_state, engine, self.lane.id, "running", "pending")
         await self._close_check("neutral", "lanebot stopped while this attempt ran; the lane runs again")
 
-    async def _close_check(self, conclusion: str, reason: str) -> None:
+    async def _close_check(self, conclusion: str, reason: str, *, offer_retry: bool = False) -> None:
         """Complete this attempt's check run when the attempt ended without reaching its report."""
         if self.check_run_id is None:
             return
         with contextlib.suppress(Exception):  # best effort: GitHub being unwell must not hide the outcome
             await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id,
                                CheckReport(conclusion, reason, f"Attempt {self.attempt} of lane `{self.unit.id}`: "
-                                           f"{reason}.\n\nTranscript: `{self.transcript}` on the runner host."))
+                                           f"{reason}.\n\nTranscript: `{self.transcript}` on the runner host.",
+                                           (RETRY_LANE,) if offer_retry else ()))
 
 
 def _superseded(head: str) -> CheckReport:

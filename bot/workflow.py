@@ -350,6 +350,12 @@ class PullRequestSettings(_Settings):
     title: Annotated[str, Field(min_length=1), AfterValidator(_check_title_template)]
 
 
+class CleanupSettings(_Settings):
+    """What lanebot tidies when the pull request is merged or closed (the run's worktrees always go)."""
+
+    delete_lane_branches: bool
+
+
 class ClaudeSettings(_Settings):
     binary: NonEmpty
     permission_mode: Literal["default", "manual", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions"]
@@ -410,6 +416,7 @@ SECTIONS: dict[str, type[_Settings]] = {
     "build": BuildSettings,
     "integrate": IntegrateSettings,
     "pull_request": PullRequestSettings,
+    "cleanup": CleanupSettings,
     "agents": AgentsSettings,
 }
 
@@ -430,6 +437,7 @@ class Workflow:
     build: BuildSettings
     integrate: IntegrateSettings
     pull_request: PullRequestSettings
+    cleanup: CleanupSettings
     agents: AgentsSettings
     prompts_dir: Path
     sources: tuple[str, ...] = ()

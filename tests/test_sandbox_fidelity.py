@@ -252,6 +252,11 @@ async def _scenario(tmp: Path, private_key: str, public_key: str, owner: str, or
         await ok(http.post(f"{human}/check-runs/{run['id']}/requested-action", json={"as": "bob", "identifier": "retry"}))
         await ok(http.patch(f"{api}/pulls/2", headers=bot, json={"state": "closed"}))
         await ok(http.patch(f"{api}/pulls/2", headers=bot, json={"state": "open"}))
+        await _push_commit(sandbox, owner, "demo", "ready", tmp / "merged", "ready")
+        await ok(http.post(f"{api}/pulls", headers=bot, json={"title": "Ready", "head": "ready", "base": "main",
+                                                               "body": "Closes #1", "draft": False}))
+        await ok(http.post(f"{human}/pulls/3/merge", json={"as": "alice"}))
+        assert (await http.delete(f"{api}/git/refs/heads/ready", headers=bot)).status_code == 204
         await sandbox.webhooks.drain()
     await sandbox.close()
     return delivered
@@ -294,6 +299,16 @@ def test_payload_has_the_keys_and_types_of_githubs_example(deliveries, owner: st
     siblings, nulls = all_examples_references()
     for payload in deliveries[owner][(event, action)]:
         assert differences(example, payload, "", siblings, nulls) == []
+
+
+def test_a_merged_pull_requests_closed_payload_says_merged_by_whom_and_at_which_commit(deliveries) -> None:
+    for grouped in deliveries.values():
+        merged = [p["pull_request"] for p in grouped[("pull_request", "closed")] if p["pull_request"]["merged"]]
+        assert len(merged) == 1
+        assert (merged[0]["state"], merged[0]["merged_by"]["login"]) == ("closed", "alice")
+        assert merged[0]["merged_at"] and re.fullmatch(r"[0-9a-f]{40}", merged[0]["merge_commit_sha"])
+        unmerged = [p["pull_request"] for p in grouped[("pull_request", "closed")] if not p["pull_request"]["merged"]]
+        assert unmerged and all(p["merged_at"] is None for p in unmerged)
 
 
 INSTALLATION_EVENTS = ("installation", "installation_repositories")
@@ -350,6 +365,7 @@ DOCUMENTED_ROUTES = {
     ("GET", "/rate_limit"): f"{REST}/rate-limit/rate-limit#get-rate-limit-status-for-the-authenticated-user",
     ("GET", "/repos/{owner}/{repo}"): f"{REST}/repos/repos#get-a-repository",
     ("GET", "/repos/{owner}/{repo}/contents/{path}"): f"{REST}/repos/contents#get-repository-content",
+    ("DELETE", "/repos/{owner}/{repo}/git/refs/{ref}"): f"{REST}/git/refs#delete-a-reference",
     ("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"):
         f"{REST}/collaborators/collaborators#get-repository-permissions-for-a-user",
     ("GET", "/repos/{owner}/{repo}/issues"): f"{REST}/issues/issues#list-repository-issues",

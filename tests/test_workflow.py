@@ -185,7 +185,7 @@ def test_deep_merge_changes_neither_input():
     ("override", "expected"),
     [
         ({"bild": {}}, f"{REPO}: bild: unknown key; did you mean build? (known: trigger, plan, gate, build, "
-                       "integrate, pull_request, agents)"),
+                       "integrate, pull_request, cleanup, agents)"),
         ({"build": {"shedule": "eager"}}, f"{REPO}: build.shedule: unknown key; did you mean schedule? (known: "
                                           "schedule, max_lanes, agent, prompt, max_retries, timeout, on_conflict, "
                                           "resolver_prompt)"),
@@ -246,7 +246,7 @@ def test_every_problem_is_reported_at_once():
         "colour": "blue",
     })
     assert problems == (
-        f"{REPO}: colour: unknown key (known: trigger, plan, gate, build, integrate, pull_request, agents)",
+        f"{REPO}: colour: unknown key (known: trigger, plan, gate, build, integrate, pull_request, cleanup, agents)",
         f"{REPO}: plan.max_unit: unknown key; did you mean max_units? (known: agent, prompt, max_units, "
         "max_retries, timeout)",
         f"{REPO}: build.schedule: must be 'barrier' or 'eager' (got 'fast')",

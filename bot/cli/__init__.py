@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Sequence
 
-COMMAND_MODULES = ("plan", "db", "serve", "sandbox", "demo")
+COMMAND_MODULES = ("plan", "db", "serve", "sandbox", "demo", "gc")
 
 
 class UsageError(Exception):

@@ -7,6 +7,7 @@ A new module is added to the list below.
 
 from gidgethub import routing
 
-from bot.handlers import check_run, installation, issue_comment, issues, ping
+from bot.handlers import check_run, installation, issue_comment, issues, ping, pull_request
 
-router = routing.Router(check_run.router, installation.router, issue_comment.router, issues.router, ping.router)
+router = routing.Router(check_run.router, installation.router, issue_comment.router, issues.router, ping.router,
+                        pull_request.router)

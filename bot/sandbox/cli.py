@@ -97,6 +97,10 @@ class HumanClient:
         return self._call("POST", f"/repos/{full_name}/pulls/{number}/reviews",
                           {**self._acting(login, role), "event": event, "body": body})
 
+    def merge_pull(self, full_name: str, number: int, *, login: str, role: str | None = None) -> dict[str, Any]:
+        """Press "Merge pull request": a merge commit on the base branch, then `pull_request.closed`."""
+        return self._call("POST", f"/repos/{full_name}/pulls/{number}/merge", self._acting(login, role))
+
     def rerun_check(self, full_name: str, check_run_id: int, *, login: str, role: str | None = None) -> dict[str, Any]:
         return self._call("POST", f"/repos/{full_name}/check-runs/{check_run_id}/rerequest", self._acting(login, role))
 
@@ -135,6 +139,7 @@ def serve(config: SandboxConfig, *, host: str, port: int, log_level: str = "info
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))
+    listener.listen(2048)  # before saying where: a client that connects at once waits in the backlog, not refused
     bound_host, bound_port = listener.getsockname()[:2]
     url = f"http://{bound_host}:{bound_port}"
     public_url = config.public_url if config.public_url != DEFAULT_URL else url

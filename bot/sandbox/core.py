@@ -8,6 +8,7 @@ events its own actions cause too (a bot must ignore its own comments), and so do
 from __future__ import annotations
 
 import functools
+import re
 import secrets
 import shutil
 import tempfile
@@ -44,6 +45,14 @@ DEFAULT_EVENTS = ("issues", "issue_comment", "pull_request", "pull_request_revie
 DEFAULT_PERMISSIONS = {"checks": "write", "contents": "write", "issues": "write", "metadata": "read",
                        "pull_requests": "write"}
 DEFAULT_PORT = 3100
+# GitHub's closing keywords: "Closes #1", "fixes: #2", "RESOLVED #3" in a pull request's body close
+# those issues when it is merged into the default branch.
+_CLOSING_KEYWORD = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+#(\d+)\b", re.IGNORECASE)
+
+
+def closing_references(text: str | None) -> list[int]:
+    """The issue numbers a pull request's body closes with GitHub's keywords, in order, once each."""
+    return list(dict.fromkeys(int(number) for number in _CLOSING_KEYWORD.findall(text or "")))
 
 
 @dataclass
@@ -228,6 +237,41 @@ class Sandbox:
                 await self.refresh_pull(repository, pull)
                 self.emit(events.pull_request_event(self.renderer, "synchronize", repository, pull, pusher,
                                                     before=previous, after=new_sha))
+
+    async def merge_pull(self, repository: Repository, pull: Issue, actor: Account) -> str:
+        """Merge an open pull request as GitHub's "Create a merge commit" button does: a merge commit
+        on the base branch, the pull request merged and closed, `pull_request.closed` with `merged:
+        true`, and the issues its body closes closed (when it targets the default branch). The
+        merge commit's SHA; raises gitstore.MergeConflict when it does not merge cleanly."""
+        assert pull.pull is not None
+        owner, name = repository.owner.login, repository.name
+        message = f"Merge pull request #{pull.number} from {owner}/{pull.pull.head_ref}\n\n{pull.title}"
+        before = await self.in_thread(self.git.refs, owner, name)
+        sha = await self.in_thread(self.git.merge, owner, name, pull.pull.base_ref, pull.pull.head_sha,
+                                   message=message, author=actor.login,
+                                   email=f"{actor.id}+{actor.login}@users.noreply.github.com")
+        after = await self.in_thread(self.git.refs, owner, name)
+        with self.state.locked():
+            pull.pull.merged_at = self.state.now()
+            pull.pull.merge_commit_sha = sha
+            pull.pull.merged_by = actor
+        self.state.update_issue(pull, actor, state="closed")
+        await self.pushed(repository, before, after, actor)
+        self.emit(events.pull_request_event(self.renderer, "closed", repository, pull, actor))
+        if pull.pull.base_ref == repository.default_branch:
+            for number in closing_references(pull.body):
+                closed = repository.issues.get(number)
+                if closed is not None and closed.pull is None and closed.state == "open":
+                    self.update_issue(repository, closed, actor, state="closed")
+        return sha
+
+    def branch_deleted(self, repository: Repository, branch: str, actor: Account) -> None:
+        """After a branch is deleted: GitHub closes the open pull requests from or into it."""
+        for pull in self.state.pulls(repository):
+            assert pull.pull is not None
+            if branch in (pull.pull.head_ref, pull.pull.base_ref):
+                self.state.update_issue(pull, actor, state="closed")
+                self.emit(events.pull_request_event(self.renderer, "closed", repository, pull, actor))
 
     # check runs
 

@@ -27,6 +27,10 @@ class GitError(Exception):
     """A git command failed; the message carries git's own words."""
 
 
+class MergeConflict(GitError):
+    """The head does not merge into the base without conflicts."""
+
+
 def valid_name(name: str) -> bool:
     return bool(_NAME.match(name)) and name not in (".", "..") and not name.endswith(".git")
 
@@ -144,6 +148,36 @@ class GitStore:
         """Whether head merges into base without conflicts (git merge-tree, nothing written to refs)."""
         result = self._run(self.path(owner, name), "merge-tree", "--write-tree", base, head, check=False)
         return result.returncode == 0
+
+    def merge(self, owner: str, name: str, base_branch: str, head: str, *, message: str, author: str, email: str,
+              committer: tuple[str, str] = ("GitHub", "noreply@github.com")) -> str:
+        """A merge commit of `head` into `base_branch` (as GitHub's "Create a merge commit" makes it:
+        the base tip, then the head, as parents), moved onto the branch only if the branch has not
+        moved meanwhile. Its SHA. Raises MergeConflict when the two do not merge cleanly."""
+        repository = self.path(owner, name)
+        base = self._run(repository, "rev-parse", "--verify", "--quiet", f"refs/heads/{base_branch}^{{commit}}",
+                         check=False).stdout.decode().strip()
+        if not base:
+            raise GitError(f"no branch {base_branch!r} to merge into")
+        merged = self._run(repository, "merge-tree", "--write-tree", base, head, check=False)
+        if merged.returncode != 0:
+            raise MergeConflict(f"merging {head[:12]} into {base_branch} conflicts")
+        tree = merged.stdout.decode().splitlines()[0].strip()
+        env = {"GIT_AUTHOR_NAME": author, "GIT_AUTHOR_EMAIL": email,
+               "GIT_COMMITTER_NAME": committer[0], "GIT_COMMITTER_EMAIL": committer[1]}
+        commit = self._run(repository, "commit-tree", tree, "-p", base, "-p", head, "-m", message,
+                           env=env).stdout.decode().strip()
+        self._run(repository, "update-ref", f"refs/heads/{base_branch}", commit, base)
+        return commit
+
+    def delete_ref(self, owner: str, name: str, ref: str) -> str | None:
+        """Delete the full ref (`refs/heads/x`, `refs/tags/x`); the SHA it held, or None if there was none."""
+        repository = self.path(owner, name)
+        held = self._run(repository, "rev-parse", "--verify", "--quiet", ref, check=False).stdout.decode().strip()
+        if not held or not ref.startswith(("refs/heads/", "refs/tags/")):
+            return None
+        self._run(repository, "update-ref", "-d", ref, held)
+        return held
 
     def read(self, owner: str, name: str, commit: str, path: str) -> FileEntry | list[FileEntry] | None:
         """The file at `path` in `commit` (with its bytes), the entries of a directory, or None."""

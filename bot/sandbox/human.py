@@ -3,7 +3,8 @@ for doing what people do on github.com, and read-outs of what GitHub would show.
 
 Every action names who does it (`as`) and may give them a role first (`role`: the collaborator
 is created or changed, as an admin would). A person may only do what their role lets them on
-GitHub: see a private repository (any role), label (triage and up), re-run checks (write and up).
+GitHub: see a private repository (any role), label (triage and up), re-run checks and merge pull
+requests (write and up).
 Served on loopback without authentication: it is the person at the keyboard.
 """
 
@@ -17,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bot.sandbox.core import Sandbox
-from bot.sandbox.gitstore import GitError, valid_name
+from bot.sandbox.gitstore import GitError, MergeConflict, valid_name
 from bot.sandbox.shapes import timestamp
 from bot.sandbox.state import REVIEW_STATES, ROLES, Account, CheckRun, Issue, NotOnIssue, Repository
 
@@ -227,6 +228,27 @@ async def close(request: Request) -> Response:
     return JSONResponse(_issue_summary(sandbox, issue))
 
 
+async def merge(request: Request) -> Response:
+    """The "Merge pull request" button (a merge commit), as a person with write access presses it."""
+    sandbox, repository = _sandbox(request), _repository(request)
+    pull = _issue(request, repository)
+    if pull.pull is None:
+        raise HumanError(422, f"#{pull.number} is an issue, not a pull request")
+    person = _person(request, repository, await _body(request), "write")
+    if pull.state != "open":
+        done = "merged" if pull.pull.merged_at else "closed"
+        raise HumanError(405, f"#{pull.number} is already {done}; only an open pull request can be merged")
+    if pull.pull.draft:
+        raise HumanError(405, f"#{pull.number} is a draft, and GitHub does not merge drafts; open it with "
+                              "draft: false (the sandbox has no 'ready for review' button)")
+    try:
+        await sandbox.merge_pull(repository, pull, person)
+    except MergeConflict:
+        raise HumanError(405, f"#{pull.number} is not mergeable: {pull.pull.head_ref} conflicts with "
+                              f"{pull.pull.base_ref}; resolve the conflict on the branch first") from None
+    return JSONResponse(_issue_summary(sandbox, pull))
+
+
 async def rerequest(request: Request) -> Response:
     sandbox, repository = _sandbox(request), _repository(request)
     run = _check_run(request, repository)
@@ -332,7 +354,9 @@ def _issue_summary(sandbox: Sandbox, issue: Issue) -> dict[str, Any]:
     if issue.pull is not None:
         summary["pull_request"] = {"head": issue.pull.head_ref, "head_sha": issue.pull.head_sha,
                                    "base": issue.pull.base_ref, "draft": issue.pull.draft,
-                                   "commits": issue.pull.commits, "changed_files": issue.pull.changed_files}
+                                   "commits": issue.pull.commits, "changed_files": issue.pull.changed_files,
+                                   "merged": issue.pull.merged_at is not None,
+                                   "merge_commit_sha": issue.pull.merge_commit_sha}
     return summary
 
 
@@ -378,6 +402,7 @@ ROUTES = [
     Route(f"{_REPO}/issues/{{number}}/labels/{{name:path}}", remove_label, methods=["DELETE"]),
     Route(f"{_REPO}/issues/{{number}}/close", close, methods=["POST"]),
     Route(f"{_REPO}/pulls/{{number}}/reviews", review, methods=["POST"]),
+    Route(f"{_REPO}/pulls/{{number}}/merge", merge, methods=["POST"]),
     Route(f"{_REPO}/check-runs/{{check_run_id}}/rerequest", rerequest, methods=["POST"]),
     Route(f"{_REPO}/check-runs/{{check_run_id}}/requested-action", requested_action, methods=["POST"]),
 ]

@@ -1,4 +1,5 @@
-"""REST routes of a repository itself: the repository, file contents, a user's permission; and users."""
+"""REST routes of a repository itself: the repository, file contents, deleting a branch or tag, a
+user's permission; and users."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bot.sandbox.errors import GitHubError, not_found
-from bot.sandbox.gitstore import FileEntry
-from bot.sandbox.rest import RestRoute, docs_url, json_response, repository, sandbox_of
+from bot.sandbox.gitstore import FileEntry, valid_ref_name
+from bot.sandbox.rest import RestRoute, docs_url, empty_response, json_response, repository, sandbox_of
 from bot.sandbox.state import FOLDED_PERMISSION, Repository
 
 REPOS = "https://docs.github.com/rest/repos"
@@ -63,6 +64,22 @@ async def get_contents(request: Request) -> Response:
     return json_response(shape)
 
 
+async def delete_reference(request: Request) -> Response:
+    """`heads/<branch>` or `tags/<tag>`: 204, or GitHub's 422 "Reference does not exist"."""
+    sandbox, _, repo = repository(request, "contents", "write")  # only an installation may write
+    ref = request.path_params["ref"]
+    kind, _, short = ref.partition("/")
+    held = None
+    if kind in ("heads", "tags") and valid_ref_name(short):
+        held = await sandbox.in_thread(sandbox.git.delete_ref, repo.owner.login, repo.name, f"refs/{ref}")
+    if held is None:
+        raise GitHubError(422, "Reference does not exist", documentation_url=docs_url(request))
+    sandbox.state.touch(repo, pushed=True)
+    if kind == "heads":
+        sandbox.branch_deleted(repo, short, sandbox.bot)
+    return empty_response()
+
+
 async def collaborator_permission(request: Request) -> Response:
     sandbox, _, repo = repository(request, "metadata", "read")
     account = sandbox.state.find_account(request.path_params["username"])
@@ -94,6 +111,8 @@ ROUTES = (
     RestRoute("GET", "/repos/{owner}/{repo}", get_repository, f"{REPOS}/repos#get-a-repository"),
     RestRoute("GET", "/repos/{owner}/{repo}/contents/{path:path}", get_contents,
               f"{REPOS}/contents#get-repository-content"),
+    RestRoute("DELETE", "/repos/{owner}/{repo}/git/refs/{ref:path}", delete_reference,
+              "https://docs.github.com/rest/git/refs#delete-a-reference"),
     RestRoute("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission", collaborator_permission,
               "https://docs.github.com/rest/collaborators/collaborators#get-repository-permissions-for-a-user"),
 )
