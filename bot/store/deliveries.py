@@ -4,20 +4,31 @@
 else; a redelivery (the same X-GitHub-Delivery) is a no-op that returns False. The dispatcher
 is the only consumer: it takes `claim_pending` rows in `seq` order and marks each processed or
 failed, so rows still pending after a crash are simply taken again on start-up.
+
+On SQLite the writes here (the intake's INSERT, the dispatcher's UPDATE) take turns on a lock
+in this process: SQLite admits one writer at a time and makes the others retry with sleeps of
+up to 100 ms (its busy handler), which under load put whole seconds on the intake's slowest
+answers (bench/intake.py; docs/benchmarks.md). Another process still waits on the busy timeout.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from sqlalchemy import func, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.dml import Insert
 from sqlmodel import col, select
 
 from bot.store.db import insert_ignoring_duplicates, session
 from bot.store.models import Delivery, utc_now
 
 _DELIVERIES = Delivery.__table__  # type: ignore[attr-defined]
+_RECORD_STATEMENTS: dict[str, Insert] = {}
+_SQLITE_WRITE_LOCKS: dict[str, threading.Lock] = {}
 
 
 def record(
@@ -34,19 +45,33 @@ def record(
     """Store a delivery as pending; True if it is new, False if that id was already stored."""
     if not delivery_id:
         raise ValueError("a delivery needs its X-GitHub-Delivery id; got an empty one")
-    statement = insert_ignoring_duplicates(engine, _DELIVERIES, ["delivery_id"]).values(
-        delivery_id=delivery_id,
-        event=event,
-        action=action,
-        installation_id=installation_id,
-        repository=repository,
-        body=body,
-        received_at=received_at or utc_now(),
-        status="pending",
-    ).returning(_DELIVERIES.c.seq)
-    # RETURNING, not rowcount: drivers disagree on rowcount for INSERT ... ON CONFLICT.
-    with engine.begin() as connection:
-        return connection.execute(statement).first() is not None
+    row = {
+        "delivery_id": delivery_id,
+        "event": event,
+        "action": action,
+        "installation_id": installation_id,
+        "repository": repository,
+        "body": body,
+        "received_at": received_at or utc_now(),
+        "status": "pending",
+    }
+    with _one_writer(engine), engine.begin() as connection:
+        return connection.execute(_record_statement(engine), row).first() is not None
+
+
+def _record_statement(engine: Engine) -> Insert:
+    """The INSERT `record` runs, built once per dialect: the values travel as parameters.
+
+    Building it per call with `.values(...)` (and deriving its cache key from the values)
+    cost as much CPU as the INSERT and its commit together (bench/intake.py measured it).
+    """
+    dialect = engine.dialect.name
+    statement = _RECORD_STATEMENTS.get(dialect)
+    if statement is None:
+        # RETURNING, not rowcount: drivers disagree on rowcount for INSERT ... ON CONFLICT.
+        statement = insert_ignoring_duplicates(engine, _DELIVERIES, ["delivery_id"]).returning(_DELIVERIES.c.seq)
+        _RECORD_STATEMENTS[dialect] = statement
+    return statement
 
 
 def claim_pending(engine: Engine, limit: int) -> list[Delivery]:
@@ -73,9 +98,20 @@ def _finish(engine: Engine, seq: int, *, status: str, error: str | None, now: da
         .where(_DELIVERIES.c.seq == seq)
         .values(status=status, error=error, processed_at=now or utc_now())
     )
-    with engine.begin() as connection:
+    with _one_writer(engine), engine.begin() as connection:
         if connection.execute(statement).rowcount != 1:
             raise LookupError(f"no delivery with seq {seq} is stored")
+
+
+@contextmanager
+def _one_writer(engine: Engine) -> Iterator[None]:
+    """On SQLite, hold this process's lock for the database file while writing; elsewhere nothing."""
+    if engine.dialect.name != "sqlite":
+        yield
+        return
+    lock = _SQLITE_WRITE_LOCKS.setdefault(str(engine.url), threading.Lock())
+    with lock:
+        yield
 
 
 def waiting_count(engine: Engine) -> int:
