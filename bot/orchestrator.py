@@ -35,9 +35,9 @@ import signal
 import time
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
+from bot.agents.process import group_has_live_members
 from bot.checks import CheckReport, finish_check
 from bot.executor import Executor, Job, JobKind, integrate_job, lane_job, merge_job
 from bot.executor.embedded import EmbeddedExecutor
@@ -291,9 +291,9 @@ async def _stop_session_process(session: AgentSession) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signum)
         deadline = time.monotonic() + KILL_GRACE_S
-        while _group_alive(pid) and time.monotonic() < deadline:
+        while group_has_live_members(pid) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        if not _group_alive(pid):
+        if not group_has_live_members(pid):
             return
 
 
@@ -302,29 +302,6 @@ def _leads_group(pid: int) -> bool:
         return os.getpgid(pid) == pid
     except (ProcessLookupError, PermissionError):
         return False
-
-
-def _group_alive(group: int) -> bool:
-    """Whether a process of `group` still runs; zombies (dead, waiting to be reaped) do not count."""
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    return any(_live_member(entry, group) for entry in proc.iterdir() if entry.name.isdigit())
-
-
-def _live_member(entry: Path, group: int) -> bool:
-    try:
-        stat = (entry / "stat").read_text()
-    except OSError:
-        return False
-    fields = stat[stat.rfind(")") + 2:].split()  # state, ppid, pgrp, ...
-    return len(fields) > 2 and fields[2] == str(group) and fields[0] not in ("Z", "X")
 
 
 async def recover_run(context: Any, run_id: int) -> bool:

@@ -237,7 +237,7 @@ async def stop_process_group(process: asyncio.subprocess.Process, grace_s: float
     Returns whether any process of the group was still alive.
     """
     group = process.pid
-    alive = _group_has_live_members(group) or process.returncode is None
+    alive = group_has_live_members(group) or process.returncode is None
     if alive:
         _signal(process, signal.SIGTERM)
         if not await _wait_group_gone(group, grace_s):
@@ -261,7 +261,7 @@ async def _exit_of(process: asyncio.subprocess.Process) -> int:
 async def _wait_group_gone(group: int, within: float) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
-    while _group_has_live_members(group):
+    while group_has_live_members(group):
         if loop.time() >= deadline:
             return False
         await asyncio.sleep(_POLL_S)
@@ -281,7 +281,7 @@ def _signal(process: asyncio.subprocess.Process, signum: int) -> None:
             pass
 
 
-def _group_has_live_members(group: int) -> bool:
+def group_has_live_members(group: int) -> bool:
     """Whether a process of `group` is still running (zombies, already dead, do not count)."""
     try:
         os.killpg(group, 0)
