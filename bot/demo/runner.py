@@ -161,13 +161,15 @@ def main(*, keep: bool, agent: str, root: Path | None) -> int:
         print(f"lanebot demo: {error}")
         print(f"Everything is under {folder} (lanebot.log, sandbox.log, sandbox-requests.log, deliveries/).")
         return 1
-    print(report(result))
-    if keep:
-        print(f"\nBoth servers keep running (--keep): sandbox {stack.sandbox_url}, lanebot {stack.lanebot_url}.")
-        print(f"Their logs are under {folder}. Stop them with Ctrl-C.")
-        try:
-            stack._sandbox.wait()
-        except KeyboardInterrupt:
-            pass
-    stack.stop()
+    try:
+        print(report(result))
+        if keep:
+            print(f"\nBoth servers keep running (--keep): sandbox {stack.sandbox_url}, lanebot {stack.lanebot_url}.")
+            print(f"Their logs are under {folder}. Stop them with Ctrl-C.")
+            try:
+                stack._sandbox.wait()
+            except KeyboardInterrupt:
+                pass
+    finally:
+        stack.stop()
     return 0

@@ -70,6 +70,14 @@ class Stack:
     # -- starting and stopping --------------------------------------------------------------
 
     def start(self) -> Stack:
+        """Both servers up, or neither: a failed start stops whatever it had started."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> Stack:
         self.root.mkdir(parents=True, exist_ok=True)
         private_pem, public_pem = generate_app_key()
         (self.root / "app.private-key.pem").write_text(private_pem)
