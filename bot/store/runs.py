@@ -178,10 +178,7 @@ def transition(
 def update_run(engine: Engine, run_id: int, *, now: datetime | None = None, **fields: Any) -> None:
     """Set fields that are not the state (comment ids, the PR number, the base SHA, ...)."""
     _require_known_fields(fields, _RUN_FIELDS, "run")
-    statement = update(_RUNS).where(_RUNS.c.id == run_id).values(**fields, updated_at=now or utc_now())
-    with engine.begin() as connection:
-        if connection.execute(statement).rowcount != 1:
-            raise LookupError(f"no run with id {run_id}")
+    _update_row(engine, _RUNS, run_id, "run", {**fields, "updated_at": now or utc_now()})
 
 
 def close_run(engine: Engine, run_id: int, *, now: datetime | None = None) -> bool:
@@ -354,10 +351,7 @@ def set_lane_state(
 def update_lane(engine: Engine, lane_id: int, **fields: Any) -> None:
     """Set fields that are not the state (head SHA, check run id, ...)."""
     _require_known_fields(fields, _LANE_FIELDS, "lane")
-    statement = update(_LANES).where(_LANES.c.id == lane_id).values(**fields)
-    with engine.begin() as connection:
-        if connection.execute(statement).rowcount != 1:
-            raise LookupError(f"no lane with id {lane_id}")
+    _update_row(engine, _LANES, lane_id, "lane", fields)
 
 
 # --- agent sessions -------------------------------------------------------------------------
@@ -396,10 +390,7 @@ def start_session(
 def update_session(engine: Engine, session_id: int, **fields: Any) -> None:
     """Set what became known while it runs (pid once spawned, transcript path, ...)."""
     _require_known_fields(fields, _SESSION_FIELDS, "agent session")
-    statement = update(_SESSIONS).where(_SESSIONS.c.id == session_id).values(**fields)
-    with engine.begin() as connection:
-        if connection.execute(statement).rowcount != 1:
-            raise LookupError(f"no agent session with id {session_id}")
+    _update_row(engine, _SESSIONS, session_id, "agent session", fields)
 
 
 def finish_session(
@@ -441,6 +432,13 @@ def sessions(engine: Engine, run_id: int) -> list[AgentSession]:
 
 
 # --- checks ---------------------------------------------------------------------------------
+
+
+def _update_row(engine: Engine, table: Any, row_id: int, what: str, values: Mapping[str, Any]) -> None:
+    """Set `values` on the row `row_id` of `table`; LookupError naming `what` when there is none."""
+    with engine.begin() as connection:
+        if connection.execute(update(table).where(table.c.id == row_id).values(**values)).rowcount != 1:
+            raise LookupError(f"no {what} with id {row_id}")
 
 
 def _require_member(value: str, allowed: Sequence[str], what: str) -> None:
