@@ -79,6 +79,13 @@ def _issue(request: Request, repository: Repository) -> Issue:
     return issue
 
 
+def _pull(request: Request, repository: Repository) -> Issue:
+    pull = _issue(request, repository)
+    if pull.pull is None:
+        raise HumanError(422, f"#{pull.number} is an issue, not a pull request")
+    return pull
+
+
 def _check_run(request: Request, repository: Repository) -> CheckRun:
     raw = str(request.path_params["check_run_id"])
     run = _sandbox(request).state.check_runs.get(int(raw)) if raw.isdigit() else None
@@ -206,9 +213,7 @@ async def remove_label(request: Request) -> Response:
 
 async def review(request: Request) -> Response:
     sandbox, repository = _sandbox(request), _repository(request)
-    pull = _issue(request, repository)
-    if pull.pull is None:
-        raise HumanError(422, f"#{pull.number} is an issue, not a pull request")
+    pull = _pull(request, repository)
     body = await _body(request)
     person = _person(request, repository, body, "read")
     event = (_text(body, "event") or "").lower()
@@ -231,9 +236,7 @@ async def close(request: Request) -> Response:
 async def merge(request: Request) -> Response:
     """The "Merge pull request" button (a merge commit), as a person with write access presses it."""
     sandbox, repository = _sandbox(request), _repository(request)
-    pull = _issue(request, repository)
-    if pull.pull is None:
-        raise HumanError(422, f"#{pull.number} is an issue, not a pull request")
+    pull = _pull(request, repository)
     person = _person(request, repository, await _body(request), "write")
     if pull.state != "open":
         done = "merged" if pull.pull.merged_at else "closed"
