@@ -36,6 +36,7 @@ from bot.graph import SessionBudget
 __all__ = [
     "DEFAULT_WORKFLOW",
     "PROMPT_STEPS",
+    "REVIEW_LENSES",
     "Workflow",
     "WorkflowError",
     "deep_merge",
@@ -58,6 +59,31 @@ PROMPT_STEPS: dict[str, tuple[str, str]] = {
     "lane": ("build", "prompt"),
     "resolve": ("build", "resolver_prompt"),
     "integrate": ("integrate", "prompt"),
+    "fix": ("fix", "prompt"),
+    "review": ("review", "prompt"),
+    "refute": ("review", "refute_prompt"),
+}
+# What each of lanebot's own reviewers looks for; `review.lenses` picks from these names, and the
+# review prompt shows the lens's description to its verifier.
+REVIEW_LENSES: dict[str, str] = {
+    "correctness": (
+        "Does the change do what it claims, and do it right? Look for logic errors, mishandled edge"
+        " cases (empty input, None, off-by-one, error paths, concurrency), callers the change breaks,"
+        " and behaviour that contradicts the code's own documentation. Report only defects you can"
+        " point to on a line of the diff, with the evidence that shows them."
+    ),
+    "security": (
+        "Can the change be abused, or does it leak? Look for injection (shell, SQL, paths, templates,"
+        " HTML), untrusted input reaching files, processes or the network unchecked, secrets in code,"
+        " logs, argv or URLs, missing authorisation checks, unsafe deserialisation, and weakened"
+        " defaults. Report only risks the diff introduces or exposes, with the evidence that shows them."
+    ),
+    "checks": (
+        "Do the tests and checks prove the change? Look for new behaviour no test exercises, tests"
+        " that cannot fail or assert nothing, hard-coded expected results, skipped or loosened"
+        " checks, and CI or lint settings weakened to pass. Report only gaps you can point to on a"
+        " line of the diff, with the evidence that shows them."
+    ),
 }
 
 
@@ -270,6 +296,22 @@ def _refuse_http_outside_planning(value: object) -> object:
     return value
 
 
+def _parse_lenses(value: object) -> object:
+    choices = ", ".join(REVIEW_LENSES)
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of lenses, from {choices} (got {_shown(value)})")
+    if not value:
+        raise ValueError(f"name at least one lens ({choices}), or set review.enabled: false")
+    unknown = [_shown(lens) for lens in value if lens not in REVIEW_LENSES]
+    if unknown:
+        raise ValueError(f"unknown lens{'es' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
+                         f"the lenses are {choices}")
+    repeated = sorted({lens for lens in value if value.count(lens) > 1}, key=list(REVIEW_LENSES).index)
+    if repeated:
+        raise ValueError(f"each lens reviews once; repeated: {', '.join(repeated)}")
+    return tuple(value)
+
+
 _SAMPLE_TITLE_CONTEXT = {"issue": {"number": 1, "title": "Sample issue"}, "proposed": ""}
 
 
@@ -345,6 +387,37 @@ class IntegrateSettings(_Settings):
     verify_timeout: Duration
 
 
+class FixSettings(_Settings):
+    """A fix lane: acts on an approver's changes-requested review or `/fix` on lanebot's pull request."""
+
+    agent: SessionAgentName
+    prompt: TemplateName
+    max_retries: Retries
+    timeout: Duration
+
+
+class ReviewSettings(_Settings):
+    """lanebot's own review of its pull request: one verifier per lens, then each refutes the others."""
+
+    enabled: bool
+    agent: SessionAgentName
+    prompt: TemplateName
+    refute_prompt: TemplateName
+    lenses: Annotated[tuple[str, ...], BeforeValidator(_parse_lenses)]
+    max_findings: Count
+    timeout: Duration
+
+    def sessions(self) -> int:
+        """The most verifier sessions one review starts (none when it is off).
+
+        Each lens finds; with two or more lenses, each also judges the other lenses' findings.
+        """
+        if not self.enabled:
+            return 0
+        lenses = len(self.lenses)
+        return lenses + (lenses if lenses > 1 else 0)
+
+
 class PullRequestSettings(_Settings):
     draft: bool
     title: Annotated[str, Field(min_length=1), AfterValidator(_check_title_template)]
@@ -416,6 +489,8 @@ SECTIONS: dict[str, type[_Settings]] = {
     "build": BuildSettings,
     "integrate": IntegrateSettings,
     "pull_request": PullRequestSettings,
+    "fix": FixSettings,
+    "review": ReviewSettings,
     "cleanup": CleanupSettings,
     "agents": AgentsSettings,
 }
@@ -437,6 +512,8 @@ class Workflow:
     build: BuildSettings
     integrate: IntegrateSettings
     pull_request: PullRequestSettings
+    fix: FixSettings
+    review: ReviewSettings
     cleanup: CleanupSettings
     agents: AgentsSettings
     prompts_dir: Path
@@ -450,10 +527,11 @@ class Workflow:
             resolver_per_merge=1 if self.build.on_conflict == "agent" else 0,
             integrate_sessions=1,
             verify_repairs=self.integrate.max_retries,
+            review_sessions=self.review.sessions(),
         )
 
     def template_name(self, name: str) -> str:
-        """The template file for a step ("plan", "lane", "resolve", "integrate") or a file name."""
+        """The template file for a step (a key of PROMPT_STEPS, e.g. "lane" or "refute") or a file name."""
         if name in PROMPT_STEPS:
             section, key = PROMPT_STEPS[name]
             return getattr(getattr(self, section), key)
@@ -604,9 +682,11 @@ def _cross_problems(
     if not isinstance(agents, AgentsSettings):
         return []
     problems = []
-    for step in ("plan", "build", "integrate"):
+    for step in ("plan", "build", "integrate", "fix", "review"):
         settings = merged.get(step)
         chosen = settings.get("agent") if isinstance(settings, Mapping) else None
+        if step == "review" and isinstance(settings, Mapping) and settings.get("enabled") is False:
+            continue  # a review that never runs needs no program
         source = _origin_of((step, "agent"), origins, fallback)
         if chosen == "command" and not agents.command.argv:
             problems.append(

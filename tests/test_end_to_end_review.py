@@ -49,7 +49,8 @@ def config(*, verify: str = "true") -> str:
     return ("build:\n  agent: recipe\n  max_retries: 0\n"
             f"integrate:\n  agent: recipe\n  verify: \"{verify}\"\n  max_retries: 0\n"
             "pull_request:\n  draft: false\n"
-            "gate:\n  approvers: maintain\n")
+            "gate:\n  approvers: maintain\n"
+            "review:\n  enabled: false\n")
 
 
 # --------------------------------------------------------------------------- looking

@@ -75,7 +75,8 @@ def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pul
     steps["api-endpoint"] = {"default": {"write": {files["api-endpoint"]: "api\n"}}}
     scenario = Scenario(tmp_path / "agent", steps)
     host = {"build": {"agent": "command", "max_retries": 0, "timeout": "120s"},
-            "integrate": {"agent": "recipe", "verify": "test -f app/api/status.py", "max_retries": 0}}
+            "integrate": {"agent": "recipe", "verify": "test -f app/api/status.py", "max_retries": 0},
+            "review": {"enabled": False}}
     workflows = make_workflow_dir(tmp_path, host, scenario.argv())
     plan = [unit("migration", "^migrations/", "test -f migrations/001.sql"),
             unit("tui-rows", "^app/tui/", "test -f app/tui/rows.py"),

@@ -30,7 +30,8 @@ from bot.store.db import (
 )
 from bot.store.models import metadata
 
-TABLES = {"deliveries", "installations", "runs", "plans", "lanes", "agent_sessions", "run_events"}
+TABLES = {"deliveries", "installations", "runs", "plans", "lanes", "agent_sessions", "run_events",
+          "review_requests"}
 T0 = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
 Result = TypeVar("Result")
 

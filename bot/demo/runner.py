@@ -37,6 +37,9 @@ def repository_config(agent: str) -> str:
         "integrate:\n"
         f"  agent: {agent}\n"
         "  verify: python3 -m unittest -q\n"
+        "# lanebot's own review of its pull request asks a model to refute it; the demo runs no model.\n"
+        "review:\n"
+        "  enabled: false\n"
     )
 
 

@@ -2,9 +2,9 @@
 
 The database is the single source of truth (DESIGN.md, "Durability and recovery"); comments,
 labels and check runs are projections of these rows. Every timestamp is timezone-aware UTC,
-on SQLite as on PostgreSQL. GitHub's own ids (installations, comments, check runs) exceed
-32 bits, so they are BIGINT. States are plain strings; the tuples below name the valid ones
-and the store's helpers refuse anything else.
+on SQLite as on PostgreSQL. GitHub's own ids (installations, comments, reviews, check runs)
+exceed 32 bits, so they are BIGINT. States are plain strings; the tuples below name the valid
+ones and the store's helpers refuse anything else.
 
 A change to these classes needs a new Alembic revision in `bot/store/migrations/versions/`;
 `tests/test_store.py` fails while the models and the migrations disagree.
@@ -48,8 +48,10 @@ RELEASED_RUN_STATES = ("rejected", "cancelled", "failed")
 UNFINISHED_RUN_STATES = ("planning", "awaiting_approval", "running", "integrating", "blocked")
 PLAN_SOURCES = ("agent", "hand")
 LANE_STATES = ("pending", "running", "finished", "merged", "failed")
-SESSION_KINDS = ("plan", "lane", "resolve", "integrate", "verify", "review")
+SESSION_KINDS = ("plan", "lane", "resolve", "integrate", "verify", "fix", "review")
 SESSION_STATUSES = ("running", "succeeded", "failed", "lost", "cancelled")
+REVIEW_REQUEST_KINDS = ("fix", "self")
+REVIEW_REQUEST_STATES = ("queued", "running", "done", "failed", "cancelled")
 
 
 def utc_now() -> datetime:
@@ -220,6 +222,37 @@ class AgentSession(SQLModel, table=True):
     cost_usd: float | None = Field(default=None)
     started_at: datetime = _timestamp()
     ended_at: datetime | None = _timestamp(nullable=True)
+
+
+class ReviewRequest(SQLModel, table=True):
+    """One piece of review work on a run's pull request: a fix lane, or lanebot's own review.
+
+    A run does one at a time, oldest first. `dedupe_key` (`review:<id>`, `comment:<id>`,
+    `self:<run>:<head sha>`) is UNIQUE, so a redelivered webhook never queues the same work twice.
+    """
+
+    __tablename__ = "review_requests"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="runs.id", nullable=False, index=True)
+    pr_number: int = Field(nullable=False)
+    kind: str = Field(nullable=False)
+    dedupe_key: str = Field(unique=True, nullable=False)
+    requested_by: str = Field(nullable=False)
+    review_id: int | None = _github_id()
+    comment_id: int | None = _github_id()
+    notes: str | None = _text()
+    state: str = Field(default="queued", nullable=False)
+    head_sha: str | None = Field(default=None)
+    result: str | None = _text()
+    error: str | None = _text()
+    created_at: datetime = _timestamp()
+    started_at: datetime | None = _timestamp(nullable=True)
+    finished_at: datetime | None = _timestamp(nullable=True)
+
+    def outcome(self) -> dict[str, Any] | None:
+        """What came of the request, decoded from `result`'s JSON text (None until it is set)."""
+        return None if self.result is None else json.loads(self.result)
 
 
 class RunEvent(SQLModel, table=True):

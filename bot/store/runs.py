@@ -126,6 +126,14 @@ def active_run(engine: Engine, repository: str, issue_number: int) -> Run | None
         return db.exec(query).first()
 
 
+def run_for_pull(engine: Engine, repository: str, pr_number: int) -> Run | None:
+    """The newest run that opened pull request `pr_number` of `repository`, if any."""
+    query = (select(Run).where(func.lower(Run.repository) == repository.lower(), Run.pr_number == pr_number)
+             .order_by(col(Run.id).desc()))
+    with session(engine) as db:
+        return db.exec(query).first()
+
+
 def unfinished_runs(engine: Engine) -> list[Run]:
     """Runs that still have work to do (what start-up reconciles), oldest first."""
     query = select(Run).where(col(Run.state).in_(UNFINISHED_RUN_STATES)).order_by(col(Run.id))
