@@ -36,6 +36,7 @@ from gidgethub import BadRequest
 from gidgethub.abc import GitHubAPI
 from sqlalchemy.engine import Engine
 
+from bot import review_queue
 from bot.github.issues import split_repository
 from bot.lanes import LANE_PREFIX, lane_branch
 from bot.lifecycle import Event, RunState, transition
@@ -154,6 +155,8 @@ async def close_pull_request(context: Any, run: Run, pull: ClosedPull) -> None:
     if not await db(record_pull_closed, context.engine, run.id, pull):
         return
     await follow_labels(context, run.repository, run.issue_number)
+    why = f"pull request #{pull.number} was {'merged' if pull.merged else 'closed'} by @{pull.closed_by}"
+    await review_queue.cancel(context, run.id, why)  # before the worktrees go: a fix lane may be in one
     rt = await load_runtime(context, run.id)
     await remove_run_files(run_paths(rt.workdir, run.repository, run.id), mirror=rt.mirror)
     if pull.merged and rt.workflow.cleanup.delete_lane_branches:

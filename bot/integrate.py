@@ -19,8 +19,8 @@ the repository's `integrate.verify` command (written to a file, run with `sh`) a
 fails, up to `integrate.max_retries` repair sessions shown the failure. Each head verify ran on
 is pushed and gets a `lanebot / verify` check run; the last failed one offers `Re-run verify`.
 Verify passing opens the pull request from `lanebot/<issue>` to the default branch (found first
-by its head branch, so a lost answer never makes a second one); verify failing after the repairs
-blocks the run.
+by its head branch, so a lost answer never makes a second one) and, with `review.enabled`, queues
+lanebot's own review of it (bot/verifiers.py); verify failing after the repairs blocks the run.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any
 
 from gidgethub import BadRequest
 
+from bot import review_queue
 from bot.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.checks import VERIFY_CHECK, external_id, finish_check, start_check, verify_report
 from bot.executor import Job
@@ -230,13 +231,15 @@ async def remove_integration_worktree(rt: Runtime) -> None:
 
 async def run_session(
     rt: Runtime, *, kind: str, lane_id: int | None, folder: str, prompt: str, agent: str, timeout: int,
-    cwd: Path, brief: str | None = None,
+    cwd: Path, brief: str | None = None, env: Mapping[str, str] | None = None,
 ) -> AgentResult | str:
-    """One recorded agent session (resolve, integrate, verify repair): its result, or why it could not run."""
+    """One recorded agent session (resolve, integrate, verify repair, fix, review): its result, or why it
+    could not run. `env` adds to the LANEBOT_* variables the agent is given."""
     session = await db(store.start_session, rt.engine, run_id=rt.run.id, kind=kind, lane_id=lane_id, host=host_name())
     transcript = rt.transcript_path(folder, session.attempt, prefix=kind)
     await db(store.update_session, rt.engine, session.id, transcript_path=str(transcript))
-    env = {"LANEBOT_RUN": str(rt.run.id), "LANEBOT_ISSUE": str(rt.issue_number), "LANEBOT_SESSION": kind}
+    env = {"LANEBOT_RUN": str(rt.run.id), "LANEBOT_ISSUE": str(rt.issue_number), "LANEBOT_SESSION": kind,
+           **(env or {})}
     try:
         adapter = make_agent(agent, getattr(rt.workflow.agents, agent))
         result: AgentResult | str = await adapter.run(
@@ -390,6 +393,8 @@ class _Integration:
         target = transition(RunState.INTEGRATING, Event.PR_OPENED)
         await db(store.transition, self.rt.engine, self.rt.run.id, RunState.INTEGRATING.value, target.value,
                  pr_number=int(pull["number"]), error=None)
+        if self.rt.workflow.review.enabled:
+            await review_queue.request_self_review(self.rt.context, self.rt.run.id, self.pushed)
 
     async def _pr_body(self) -> str:
         lanes = await db(store.lanes, self.rt.engine, self.rt.run.id)

@@ -1,4 +1,5 @@
-"""Background work the dispatcher must not wait for: planning a run, and building it.
+"""Background work the dispatcher must not wait for: planning a run, building it, and the review
+work on its pull request (fix lanes, lanebot's own review; bot/review_queue.py).
 
 A handler answers a command at once (a reaction, a transition) and hands the long work to `Jobs`,
 which runs it as an asyncio task in this process. There is at most one task per (kind, run) at a
@@ -11,8 +12,9 @@ while that module does not exist, a build request records a `build_unavailable` 
 instead of pretending to run anything.
 
 At start-up `resume()` picks up what a previous life left: runs in `planning` are planned again,
-runs awaiting approval get their gate comment checked, and running or integrating runs go to the
-orchestrator. `stop()` cancels what is running; those runs stay as they are for the next start.
+runs awaiting approval get their gate comment checked, running or integrating runs go to the
+orchestrator, and review requests left running are queued again and worked through. `stop()`
+cancels what is running; those runs stay as they are for the next start.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from anyio import to_thread
 
-from bot import planning
+from bot import planning, review_queue
 from bot.store import runs
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,18 @@ class Jobs:
         """Ask the orchestrator to retry a blocked run's lane `unit` (None: every failed lane)."""
         self._schedule(("build", run_id), lambda: self._orchestrate(run_id, "retry", unit))
 
+    def review(self, run_id: int) -> None:
+        """Work through the review requests queued on the run's pull request (bot.review_queue)."""
+        self._schedule(("review", run_id), lambda: review_queue.work(self.context, run_id))
+
+    async def stop_review(self, run_id: int) -> None:
+        """Stop the run's review work now (its pull request closed); queued requests are the caller's."""
+        self._again.pop(("review", run_id), None)
+        task = self._tasks.get(("review", run_id))
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.wait({task})
+
     async def cancel(self, run_id: int, *, building: bool) -> None:
         """Stop the run's work: its planning task, and (when it was building) the orchestrator's."""
         task = self._tasks.get(("plan", run_id))
@@ -102,6 +116,8 @@ class Jobs:
                 self.publish_gate(run.id)
             elif run.state in ("running", "integrating"):
                 self.build(run.id)
+        for run_id in await review_queue.resume(self.context):
+            self.review(run_id)
 
     async def stop(self) -> None:
         """Cancel every running job and wait for them; their runs stay for the next start."""

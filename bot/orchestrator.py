@@ -73,6 +73,7 @@ __all__ = [
     "recover_runs",
     "retry",
     "shutdown",
+    "stop_session_process",
 ]
 
 PROGRESS_INTERVAL_S = 5.0  # at most one edit of the progress comment this often
@@ -247,7 +248,7 @@ async def _recover_orphans(context: Any, run_id: int, lanes: Sequence[Lane] | No
     for session in await db(store.running_sessions, context.engine, run_id):
         if _held(session, lane_units, held, kinds_held):
             continue
-        await _stop_session_process(session)
+        await stop_session_process(session)
         changed |= await db(store.finish_session, context.engine, session.id, status="lost", counts_as_retry=False,
                             failure="lanebot was not running it any more (restarted)")
     for lane in lanes:
@@ -282,7 +283,7 @@ def _held(session: AgentSession, lane_units: dict[int, str], held: set[str | Non
     return True  # planner and review sessions are not the orchestrator's
 
 
-async def _stop_session_process(session: AgentSession) -> None:
+async def stop_session_process(session: AgentSession) -> None:
     """Stop what is left of a session's agent on this host: its process group (it leads one)."""
     pid = session.pid
     if pid is None or session.host not in (None, host_name()) or not _leads_group(pid):
@@ -511,7 +512,7 @@ async def cancel(context: Any, run_id: int) -> str:
             break
     await executor_for(context).cancel_run(run_id)
     for session in await db(store.running_sessions, engine, run_id):
-        await _stop_session_process(session)
+        await stop_session_process(session)
         await db(store.finish_session, engine, session.id, status="cancelled", failure="stopped by /cancel")
     cancelled = LaneFailure(FailureKind.CANCELLED, "stopped by /cancel").to_text()
     for lane in await db(store.lanes, engine, run_id):

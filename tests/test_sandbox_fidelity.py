@@ -55,6 +55,9 @@ CONDITIONAL_KEYS: dict[str, Any] = {
     # issues.edited: "changes.title.from: the previous version of the title" beside changes.body
     # (docs.github.com/en/webhooks/webhook-events-and-payloads#issues); the example edits only the body.
     ".changes.title": {"from": ""},
+    # A reply says which comment it answers: "in_reply_to_id" in the review-comment schema
+    # (docs.github.com/en/rest/pulls/comments); the examples are of thread roots, which lack it.
+    ".comment.in_reply_to_id": 1,
 }
 
 # Keys an example has that GitHub leaves out in some circumstances (documented where named).
@@ -242,6 +245,12 @@ async def _scenario(tmp: Path, private_key: str, public_key: str, owner: str, or
         await _push_commit(sandbox, owner, "demo", branch, work, "second")
         await ok(http.post(f"{human}/pulls/2/reviews", json={"as": "alice", "event": "REQUEST_CHANGES",
                                                              "body": "A typo."}))
+        await ok(http.post(f"{api}/pulls/2/requested_reviewers", headers=bot, json={"reviewers": ["bob"]}))
+        inline = {"path": "lanebot-1-thing.txt", "line": 1, "side": "RIGHT", "body": "Why this word?"}
+        await ok(http.post(f"{api}/pulls/2/reviews", headers=bot, json={"event": "COMMENT", "body": "Notes.",
+                                                                          "comments": [inline]}))
+        [root] = await ok(http.get(f"{api}/pulls/2/comments", headers=bot))
+        await ok(http.post(f"{human}/pulls/comments/{root['id']}/replies", json={"as": "bob", "body": "Because."}))
         head = sandbox.git.resolve(owner, "demo", branch)
         run = await ok(http.post(f"{api}/check-runs", headers=bot, json={
             "name": "lane: thing", "head_sha": head, "status": "in_progress", "external_id": "run-1",
@@ -395,6 +404,25 @@ DOCUMENTED_ROUTES = {
     ("POST", "/repos/{owner}/{repo}/pulls"): f"{REST}/pulls/pulls#create-a-pull-request",
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}"): f"{REST}/pulls/pulls#get-a-pull-request",
     ("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}"): f"{REST}/pulls/pulls#update-a-pull-request",
+    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"): f"{REST}/pulls/reviews#list-reviews-for-a-pull-request",
+    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"):
+        f"{REST}/pulls/reviews#create-a-review-for-a-pull-request",
+    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"):
+        f"{REST}/pulls/reviews#get-a-review-for-a-pull-request",
+    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments"):
+        f"{REST}/pulls/reviews#list-comments-for-a-pull-request-review",
+    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"):
+        f"{REST}/pulls/comments#list-review-comments-on-a-pull-request",
+    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"):
+        f"{REST}/pulls/comments#create-a-review-comment-for-a-pull-request",
+    ("GET", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"):
+        f"{REST}/pulls/comments#get-a-review-comment-for-a-pull-request",
+    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"):
+        f"{REST}/pulls/comments#create-a-reply-for-a-review-comment",
+    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers"):
+        f"{REST}/pulls/review-requests#get-all-requested-reviewers-for-a-pull-request",
+    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers"):
+        f"{REST}/pulls/review-requests#request-reviewers-for-a-pull-request",
     ("POST", "/repos/{owner}/{repo}/check-runs"): f"{REST}/checks/runs#create-a-check-run",
     ("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}"): f"{REST}/checks/runs#get-a-check-run",
     ("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}"): f"{REST}/checks/runs#update-a-check-run",

@@ -95,7 +95,8 @@ def _register_serve(commands: argparse._SubParsersAction) -> None:
                        help=f"a file holding the webhook secret (default: ${SECRET_ENVIRONMENT}; none: unsigned)")
     serve.add_argument("--events", metavar="LIST", help="comma-separated events the App subscribes to "
                                                         "(default issues,issue_comment,pull_request,"
-                                                        "pull_request_review,check_run)")
+                                                        "pull_request_review,pull_request_review_comment,"
+                                                        "check_run)")
     serve.set_defaults(func=_run_serve)
 
 

@@ -49,13 +49,17 @@ _GIDGETHUB_DEFAULT_ACCEPT = sansio.accept_format()
 
 # POSTs whose repetition changes nothing (or nothing that matters), so they may be retried
 # like the idempotent methods: minting a token, asking for a redelivery (intake deduplicates
-# by delivery id), adding labels (a set) and reactions (GitHub returns the existing one).
+# by delivery id), adding labels and requested reviewers (sets), reactions (GitHub returns the
+# existing one) and GraphQL, to which lanebot sends queries only.
 _REPEATABLE_POSTS = re.compile(
     r"(/app/installations/\d+/access_tokens"
     r"|/app/hook/deliveries/\d+/attempts"
     r"|/issues/\d+/labels"
-    r"|/reactions)$"
+    r"|/pulls/\d+/requested_reviewers"
+    r"|/reactions"
+    r"|/graphql)$"
 )
+_GRAPHQL = re.compile(r"/graphql$")
 # Failures that happen before a request reaches GitHub: nothing can have taken effect.
 _NOTHING_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
@@ -166,7 +170,8 @@ class LanebotAPI(HttpxGitHubAPI):
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
-        if method.upper() == "GET" or self._mutation_lock is None:
+        reads = method.upper() == "GET" or _GRAPHQL.search(urlsplit(url).path) is not None  # queries only
+        if reads or self._mutation_lock is None:
             return await self._send_with_retries(method, url, headers, body)
         async with self._mutation_lock:
             return await self._send_with_retries(method, url, headers, body)

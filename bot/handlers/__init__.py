@@ -7,7 +7,16 @@ A new module is added to the list below.
 
 from gidgethub import routing
 
-from bot.handlers import check_run, installation, issue_comment, issues, ping, pull_request
+from bot.handlers import (
+    check_run,
+    installation,
+    issue_comment,
+    issues,
+    ping,
+    pull_comment,
+    pull_request,
+    pull_request_review,
+)
 
 router = routing.Router(check_run.router, installation.router, issue_comment.router, issues.router, ping.router,
-                        pull_request.router)
+                        pull_comment.router, pull_request.router, pull_request_review.router)

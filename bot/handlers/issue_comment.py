@@ -2,8 +2,8 @@
 
 Only newly created comments count, never edits (an edit could turn an old comment into an
 approval). Comments by bots, lanebot itself included, are ignored, and so are comments on pull
-requests: `/fix` there belongs to the review handler. A comment with no command line at all costs
-nothing (no request to GitHub).
+requests: those are bot/handlers/pull_comment.py's, which reuses this module's `Conversation`.
+A comment with no command line at all costs nothing (no request to GitHub).
 
 For a comment with commands (see `bot.commands` for what counts as one):
 
@@ -64,7 +64,7 @@ async def on_comment_created(event: sansio.Event, *, context: HandlerContext, **
     if not parsed.commands and not parsed.problems:
         return
     if (payload.get("issue") or {}).get("pull_request"):
-        return  # commands on pull requests (`/fix`) are the review handler's
+        return  # commands on pull requests (`/fix`) are bot/handlers/pull_comment.py's
     await Conversation(context, IssueTarget.from_payload(payload), comment, parsed).handle()
 
 
@@ -98,9 +98,12 @@ class Conversation:
             await add_reaction(client, self.target.repository, self.comment["id"])
         for item in items:
             if isinstance(item, Command):
-                await _COMMANDS[item.name](self, item)
+                await self.perform(item)
             else:
                 await self.refuse(item, item.message, await self.state())
+
+    async def perform(self, command: Command) -> None:
+        await _COMMANDS[command.name](self, command)
 
     # ----------------------------------------------------------------------- answers
 
@@ -149,6 +152,17 @@ class Conversation:
             return None
         await follow_labels(self.context, self.target.repository, self.target.issue_number)
         return run, target
+
+    async def valid_now(self, command: Command, event: Event) -> Run | None:
+        """The run, when `event` is valid in its state now; otherwise None, after answering why not."""
+        run = await self.run()
+        state = RunState(run.state) if run is not None else None
+        try:
+            transition(state, event)
+        except InvalidTransition as error:
+            await self.refuse(command, _lifecycle_reason(error), state)
+            return None
+        return run
 
     async def lost_race(self, command: Command, event: Event) -> None:
         state = await self.state()
@@ -225,14 +239,10 @@ async def _cancel(talk: Conversation, command: Command) -> None:
 async def _retry(talk: Conversation, command: Command) -> None:
     """Checked here so the author gets an answer; the orchestrator's `retry` moves the run itself
     (blocked -> running, by compare-and-set) after resetting the lanes it retries."""
-    run = await talk.run()
-    state = RunState(run.state) if run is not None else None
-    try:
-        transition(state, Event.RETRY)
-    except InvalidTransition as error:
-        await talk.refuse(command, _lifecycle_reason(error), state)
+    run = await talk.valid_now(command, Event.RETRY)
+    if run is None:
         return
-    assert run is not None
+    state = RunState(run.state)
     unit = command.args.split()[0] if command.args else None
     failed = [lane.unit_id for lane in await to_thread.run_sync(runs.lanes, talk.context.engine, run.id)
               if lane.state == "failed"]

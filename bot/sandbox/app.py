@@ -1,4 +1,5 @@
-"""The sandbox as one Starlette app: GitHub's REST routes, git smart HTTP, the human API.
+"""The sandbox as one Starlette app: GitHub's REST routes, its GraphQL endpoint, git smart HTTP,
+the human API.
 
 Around every request: GitHub's response headers on REST answers (request ID, API version,
 rate limit), GitHub's 404 body for anything not served (unknown paths, unsupported methods and
@@ -20,7 +21,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bot.sandbox import git_http, human, routes_app, routes_checks, routes_issues, routes_pulls, routes_repos
+from bot.sandbox import (
+    git_http,
+    graphql,
+    human,
+    routes_app,
+    routes_checks,
+    routes_issues,
+    routes_pulls,
+    routes_repos,
+    routes_reviews,
+)
 from bot.sandbox.core import Sandbox
 from bot.sandbox.errors import DOCS, GitHubError, not_found
 from bot.sandbox.rest import RestRoute, json_response, starlette_routes
@@ -28,7 +39,8 @@ from bot.sandbox.rest import RestRoute, json_response, starlette_routes
 API_VERSIONS = ("2026-03-10", "2022-11-28")  # newest first
 DEFAULT_API_VERSION = "2022-11-28"
 REST_ROUTES: tuple[RestRoute, ...] = (
-    *routes_app.ROUTES, *routes_repos.ROUTES, *routes_issues.ROUTES, *routes_pulls.ROUTES, *routes_checks.ROUTES,
+    *routes_app.ROUTES, *routes_repos.ROUTES, *routes_issues.ROUTES, *routes_pulls.ROUTES, *routes_reviews.ROUTES,
+    *routes_checks.ROUTES,
 )
 
 
@@ -63,7 +75,7 @@ def create_app(sandbox: Sandbox) -> ASGIApp:
         finally:
             await sandbox.close()
 
-    routes = [*starlette_routes(REST_ROUTES), *human.ROUTES, *git_http.ROUTES]
+    routes = [*starlette_routes(REST_ROUTES), *graphql.ROUTES, *human.ROUTES, *git_http.ROUTES]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
         GitHubError: _github_error, human.HumanError: _human_error, HTTPException: _http_error,
     })

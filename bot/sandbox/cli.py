@@ -93,9 +93,22 @@ class HumanClient:
         return self._call("POST", f"/repos/{full_name}/issues/{number}/close", self._acting(login, role))
 
     def review(self, full_name: str, number: int, *, login: str, event: str, body: str | None = None,
-               role: str | None = None) -> dict[str, Any]:
+               comments: list[dict[str, Any]] | None = None, role: str | None = None) -> dict[str, Any]:
+        """Submit a review (APPROVE, REQUEST_CHANGES or COMMENT), with inline comments
+        `[{path, line, body, side?}]` on lines the pull request's diff shows."""
         return self._call("POST", f"/repos/{full_name}/pulls/{number}/reviews",
-                          {**self._acting(login, role), "event": event, "body": body})
+                          {**self._acting(login, role), "event": event, "body": body, "comments": comments or []})
+
+    def reply_to_review_comment(self, full_name: str, comment_id: int, *, login: str, body: str) -> dict[str, Any]:
+        """Reply in a review comment's thread; the reply as the state dump lists review comments."""
+        return self._call("POST", f"/repos/{full_name}/pulls/comments/{comment_id}/replies",
+                          {"as": login, "body": body})
+
+    def resolve_thread(self, full_name: str, comment_id: int, *, login: str, resolved: bool = True) -> dict[str, Any]:
+        """Resolve (or unresolve) the thread holding a review comment, as its pull request's author or
+        someone with write access; the thread as the state dump lists threads."""
+        return self._call("POST", f"/repos/{full_name}/pulls/comments/{comment_id}/resolve",
+                          {"as": login, "resolved": resolved})
 
     def merge_pull(self, full_name: str, number: int, *, login: str, role: str | None = None) -> dict[str, Any]:
         """Press "Merge pull request": a merge commit on the base branch, then `pull_request.closed`."""

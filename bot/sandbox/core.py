@@ -3,6 +3,12 @@ perform (each changes the state and sends the webhooks GitHub would send for it)
 
 An action taken with an installation token is the App's bot acting; GitHub delivers the App the
 events its own actions cause too (a bot must ignore its own comments), and so does the sandbox.
+
+Reviews: a comment on a line is checked against the pull request's diff at the reviewed commit
+(`place_comment`, with GitHub's 422 wording), a review is all or nothing, and every review comment
+outside a review (a reply, a single comment) comes with the review GitHub makes for it. When the
+head moves, a thread whose file changed becomes outdated (no `line`, no `position`); GitHub looks
+closer, at the lines around the comment, so the sandbox outdates a thread at least as often.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +29,7 @@ import httpx
 
 from bot.sandbox import events
 from bot.sandbox.auth import RateLimiter, TokenBook
-from bot.sandbox.gitstore import GitStore
+from bot.sandbox.gitstore import FileDiff, GitError, GitStore
 from bot.sandbox.shapes import Renderer
 from bot.sandbox.state import (
     Account,
@@ -34,6 +40,10 @@ from bot.sandbox.state import (
     Issue,
     Label,
     Repository,
+    Review,
+    ReviewComment,
+    ReviewPlace,
+    ReviewThread,
     SandboxState,
     node_id,
     utc_now,
@@ -41,18 +51,84 @@ from bot.sandbox.state import (
 from bot.sandbox.webhooks import WebhookSender
 
 T = TypeVar("T")
-DEFAULT_EVENTS = ("issues", "issue_comment", "pull_request", "pull_request_review", "check_run")
+DEFAULT_EVENTS = ("issues", "issue_comment", "pull_request", "pull_request_review", "pull_request_review_comment",
+                  "check_run")
 DEFAULT_PERMISSIONS = {"checks": "write", "contents": "write", "issues": "write", "metadata": "read",
                        "pull_requests": "write"}
 DEFAULT_PORT = 3100
 # GitHub's closing keywords: "Closes #1", "fixes: #2", "RESOLVED #3" in a pull request's body close
 # those issues when it is merged into the default branch.
 _CLOSING_KEYWORD = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+#(\d+)\b", re.IGNORECASE)
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+# GitHub's words for a review comment it cannot place (from its 422 answers quoted in public bug
+# reports); the two marked "sandbox" are the sandbox's own, GitHub's wording being unknown.
+PATH_UNRESOLVED = "Path could not be resolved"
+LINE_UNRESOLVED = "Line could not be resolved"
+LINE_NOT_IN_DIFF = ("Pull request review thread line must be part of the diff and "
+                    "Pull request review thread diff hunk can't be blank")
+START_LINE_OUTSIDE_HUNK = "Pull request review thread start line must be part of the same hunk as the line."
+START_LINE_AFTER_LINE = "Pull request review thread start line must precede the line (sandbox)"
+NOT_IN_PULL = "Commit {sha} is not part of the pull request (sandbox)"
+NO_COMMIT = "No commit found for SHA: {sha}"
+BODY_REQUIRED = "Body is required for a review with event {event} and no comments (sandbox)"
+OWN_APPROVAL = "Can not approve your own pull request"
+OWN_CHANGES_REQUEST = "Can not request changes on your own pull request"
 
 
 def closing_references(text: str | None) -> list[int]:
     """The issue numbers a pull request's body closes with GitHub's keywords, in order, once each."""
     return list(dict.fromkeys(int(number) for number in _CLOSING_KEYWORD.findall(text or "")))
+
+
+class ReviewRefused(Exception):
+    """GitHub refuses this review or review comment: `message` in its words, `field` the one at fault."""
+
+    def __init__(self, message: str, field: str = "pull_request_review_thread") -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+@dataclass(frozen=True)
+class CommentDraft:
+    """A review comment as asked for: on `line` of `side` (or GitHub's older `position`), optionally
+    starting at `start_line` of `start_side` for a comment on several lines."""
+
+    path: str
+    body: str
+    line: int | None = None
+    side: str = "RIGHT"
+    start_line: int | None = None
+    start_side: str | None = None
+    position: int | None = None
+
+
+def place_comment(diff: Mapping[str, FileDiff], draft: CommentDraft, commit_id: str) -> ReviewPlace:
+    """Where the draft goes in the diff at `commit_id`; ReviewRefused when GitHub would not place it."""
+    file = diff.get(draft.path)
+    if file is None or not file.hunks:
+        raise ReviewRefused(PATH_UNRESOLVED, "path")
+    side, line = draft.side, draft.line
+    if line is None:
+        if draft.position is None:
+            raise ReviewRefused(LINE_UNRESOLVED, "line")
+        found = file.at_position(draft.position)
+        if found is None:
+            raise ReviewRefused(LINE_NOT_IN_DIFF, "position")
+        side, line = found
+    where = file.find(line, side)
+    if where is None:
+        raise ReviewRefused(LINE_NOT_IN_DIFF, "line")
+    start_side = None
+    if draft.start_line is not None:
+        start_side = draft.start_side or side
+        start = file.find(draft.start_line, start_side)
+        if start is None or start.hunk is not where.hunk:
+            raise ReviewRefused(START_LINE_OUTSIDE_HUNK, "start_line")
+        if start.index >= where.index:
+            raise ReviewRefused(START_LINE_AFTER_LINE, "start_line")
+    return ReviewPlace(path=draft.path, side=side, line=line, start_line=draft.start_line, start_side=start_side,
+                       position=where.position, diff_hunk=where.diff_hunk, commit_id=commit_id)
 
 
 @dataclass
@@ -215,9 +291,105 @@ class Sandbox:
     def pull_opened(self, repository: Repository, pull: Issue, actor: Account) -> None:
         self.emit(events.pull_request_event(self.renderer, "opened", repository, pull, actor))
 
-    def review(self, repository: Repository, pull: Issue, user: Account, *, state: str, body: str | None) -> None:
-        review = self.state.add_review(repository, pull, user, state=state, body=body)
+    # reviews
+
+    async def review_commit(self, repository: Repository, pull: Issue, commit_id: str | None) -> str:
+        """The commit a review is of: `commit_id`, once it is a commit of the pull request, else the head."""
+        assert pull.pull is not None
+        if commit_id is None:
+            return pull.pull.head_sha
+        owner, name = repository.owner.login, repository.name
+        found = await self.in_thread(self.git.resolve, owner, name, commit_id) if _SHA.match(commit_id) else None
+        if found is None:
+            raise ReviewRefused(NO_COMMIT.format(sha=commit_id), "commit_id")
+        if not await self.in_thread(self.git.is_ancestor, owner, name, found, pull.pull.head_sha):
+            raise ReviewRefused(NOT_IN_PULL.format(sha=commit_id), "commit_id")
+        return found
+
+    async def place(self, repository: Repository, pull: Issue, drafts: Sequence[CommentDraft],
+                    commit_id: str) -> list[ReviewPlace]:
+        """Each draft's place in the pull request's diff at `commit_id` (ReviewRefused for the first that has none)."""
+        assert pull.pull is not None
+        if not drafts:
+            return []
+        diff = await self.in_thread(self.git.diff, repository.owner.login, repository.name, pull.pull.base_sha,
+                                    commit_id)
+        return [place_comment(diff, draft, commit_id) for draft in drafts]
+
+    async def submit_review(self, repository: Repository, pull: Issue, user: Account, *, state: str,
+                            body: str | None, commit_id: str | None = None,
+                            comments: Sequence[CommentDraft] = ()) -> tuple[Review, list[ReviewComment]]:
+        """A submitted review with its inline comments, all or nothing: `pull_request_review_comment.created`
+        for each comment, then `pull_request_review.submitted`. Its body may be left out only when
+        approving or when it has inline comments (GitHub's docs ask for one with REQUEST_CHANGES and
+        COMMENT; GitHub accepts a review of inline comments alone)."""
+        if pull.user.id == user.id and state in ("approved", "changes_requested"):
+            raise ReviewRefused(OWN_APPROVAL if state == "approved" else OWN_CHANGES_REQUEST)
+        if state != "approved" and not (body or "").strip() and not comments:
+            event = "REQUEST_CHANGES" if state == "changes_requested" else "COMMENT"
+            raise ReviewRefused(BODY_REQUIRED.format(event=event), "body")
+        commit = await self.review_commit(repository, pull, commit_id)
+        places = await self.place(repository, pull, comments, commit)
+        review = self.state.add_review(repository, pull, user, state=state, body=body, commit_id=commit)
+        created = [self.state.add_review_comment(repository, pull, review, user, draft.body, place)
+                   for draft, place in zip(comments, places)]
+        for comment in created:
+            self.emit(events.pull_request_review_comment_event(self.renderer, "created", repository, comment, user))
         self.emit(events.pull_request_review_event(self.renderer, "submitted", repository, review, user))
+        return review, created
+
+    async def comment_on_diff(self, repository: Repository, pull: Issue, user: Account, draft: CommentDraft,
+                              commit_id: str | None) -> ReviewComment:
+        """A single comment on a line: a new thread, in the review GitHub makes for it."""
+        commit = await self.review_commit(repository, pull, commit_id)
+        [place] = await self.place(repository, pull, [draft], commit)
+        review = self.state.add_review(repository, pull, user, state="commented", body=None, commit_id=commit)
+        comment = self.state.add_review_comment(repository, pull, review, user, draft.body, place)
+        self._comment_events(repository, comment, review, user)
+        return comment
+
+    def reply(self, repository: Repository, pull: Issue, user: Account, to: ReviewComment, body: str) -> ReviewComment:
+        """A reply in the thread of `to` (a reply to a reply joins the root's), in a review of its own."""
+        review = self.state.add_review(repository, pull, user, state="commented", body=None)
+        reply = self.state.add_reply(pull, review, user, body, to)
+        self._comment_events(repository, reply, review, user)
+        return reply
+
+    def _comment_events(self, repository: Repository, comment: ReviewComment, review: Review, user: Account) -> None:
+        self.emit(events.pull_request_review_comment_event(self.renderer, "created", repository, comment, user))
+        self.emit(events.pull_request_review_event(self.renderer, "submitted", repository, review, user))
+
+    def request_reviewers(self, repository: Repository, pull: Issue, reviewers: list[Account],
+                          actor: Account) -> list[Account]:
+        """Ask for reviews; `pull_request.review_requested` for each reviewer newly asked."""
+        added = self.state.request_reviewers(pull, reviewers)
+        for reviewer in added:
+            self.emit(events.pull_request_event(self.renderer, "review_requested", repository, pull, actor,
+                                                requested_reviewer=reviewer))
+        return added
+
+    def resolve_thread(self, thread: ReviewThread, by: Account, *, resolved: bool) -> None:
+        """Resolve or unresolve a thread. GitHub's `pull_request_review_thread` event is not sent: the
+        App does not subscribe to it, and there is no example payload to hold it to."""
+        self.state.resolve_thread(thread, by if resolved else None)
+
+    async def _follow_threads(self, repository: Repository, pull: Issue) -> None:
+        """The head moved: threads on a file the new head changed are outdated, the others move to it."""
+        assert pull.pull is not None
+        head, owner, name = pull.pull.head_sha, repository.owner.login, repository.name
+        changed: dict[str, set[str] | None] = {}
+        for thread in self.state.threads_of(repository, pull):
+            root = self.state.review_comments[thread.root_id]
+            if root.outdated or root.commit_id == head:
+                continue
+            if root.commit_id not in changed:
+                try:
+                    changed[root.commit_id] = await self.in_thread(self.git.changed_paths, owner, name,
+                                                                   root.commit_id, head)
+                except GitError:
+                    changed[root.commit_id] = None  # the old commit is gone: nothing can be followed
+            paths = changed[root.commit_id]
+            self.state.move_thread(thread, head if paths is not None and root.path not in paths else None)
 
     async def pushed(self, repository: Repository, before: dict[str, str], after: dict[str, str],
                      pusher: Account) -> None:
@@ -235,6 +407,7 @@ class Sandbox:
                     pull.pull.head_sha = new_sha
                     pull.updated_at = self.state.now()
                 await self.refresh_pull(repository, pull)
+                await self._follow_threads(repository, pull)
                 self.emit(events.pull_request_event(self.renderer, "synchronize", repository, pull, pusher,
                                                     before=previous, after=new_sha))
 

@@ -13,7 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.sandbox.shapes import Json, Renderer
-from bot.sandbox.state import Account, CheckRun, Comment, Installation, Issue, Label, Repository, Review
+from bot.sandbox.state import (
+    Account,
+    CheckRun,
+    Comment,
+    Installation,
+    Issue,
+    Label,
+    Repository,
+    Review,
+    ReviewComment,
+)
 
 EMITTED: tuple[tuple[str, str], ...] = (
     ("installation", "created"), ("installation_repositories", "added"),
@@ -22,7 +32,8 @@ EMITTED: tuple[tuple[str, str], ...] = (
     ("issue_comment", "created"), ("issue_comment", "edited"),
     ("pull_request", "opened"), ("pull_request", "closed"), ("pull_request", "reopened"),
     ("pull_request", "synchronize"), ("pull_request", "labeled"), ("pull_request", "unlabeled"),
-    ("pull_request_review", "submitted"),
+    ("pull_request", "review_requested"),
+    ("pull_request_review", "submitted"), ("pull_request_review_comment", "created"),
     ("check_run", "created"), ("check_run", "completed"), ("check_run", "rerequested"),
     ("check_run", "requested_action"),
 )
@@ -94,10 +105,12 @@ def issue_comment_event(renderer: Renderer, action: str, repository: Repository,
 
 def pull_request_event(renderer: Renderer, action: str, repository: Repository, pull: Issue, sender: Account, *,
                        label: Label | None = None, before: str | None = None, after: str | None = None,
-                       mergeable: bool | None = None) -> Event:
+                       mergeable: bool | None = None, requested_reviewer: Account | None = None) -> Event:
     body: Json = {"number": pull.number, "pull_request": renderer.pull_request(repository, pull, mergeable=mergeable)}
     if label is not None:
         body["label"] = renderer.label(repository, label)
+    if requested_reviewer is not None:
+        body["requested_reviewer"] = renderer.user(requested_reviewer)
     if before is not None and after is not None:
         body.update({"before": before, "after": after})
     return _envelope(renderer, "pull_request", action, body, repository, sender)
@@ -109,6 +122,14 @@ def pull_request_review_event(renderer: Renderer, action: str, repository: Repos
     body: Json = {"review": renderer.review(repository, review),
                   "pull_request": renderer.pull_request(repository, pull, full=False)}
     return _envelope(renderer, "pull_request_review", action, body, repository, sender)
+
+
+def pull_request_review_comment_event(renderer: Renderer, action: str, repository: Repository,
+                                      comment: ReviewComment, sender: Account) -> Event:
+    pull = repository.issues[comment.pull_number]
+    body: Json = {"comment": renderer.review_comment(repository, comment),
+                  "pull_request": renderer.pull_request(repository, pull, full=False)}
+    return _envelope(renderer, "pull_request_review_comment", action, body, repository, sender)
 
 
 def check_run_event(renderer: Renderer, action: str, repository: Repository, run: CheckRun, sender: Account, *,

@@ -3,6 +3,10 @@
 Synchronous `git` subprocesses (call them from a worker thread in async code). Refs and names
 reach git only as arguments after validation, never through a shell. The root's layout is the
 one `git http-backend` serves: `<root>/<owner>/<name>.git`.
+
+A pull request's diff is read as GitHub shows it (`base...head`, three lines of context) and
+parsed, without I/O, into `FileDiff`s: the lines a review comment may be put on, per side, and
+the hunk text (`diff_hunk`) and `position` GitHub gives such a comment.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ _COMMIT_ENVIRONMENT = {
     "GIT_TERMINAL_PROMPT": "0",
 }
 EMPTY_SHA = "0" * 40
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+Side = str  # "LEFT" (the base's lines) or "RIGHT" (the head's)
 
 
 class GitError(Exception):
@@ -52,6 +58,130 @@ class FileEntry:
     content: bytes | None = None
 
 
+@dataclass(frozen=True)
+class DiffLine:
+    """One line of a hunk: its mark (' ', '+' or '-'), its numbers in the old and new file, its text."""
+
+    mark: str
+    old: int | None
+    new: int | None
+    text: str
+
+    def number_on(self, side: Side) -> int | None:
+        return self.old if side == "LEFT" else self.new
+
+
+@dataclass(frozen=True)
+class Hunk:
+    header: str
+    lines: tuple[DiffLine, ...]
+    position: int  # GitHub's position of the header: 0 for a file's first hunk, then counting on
+
+    def index_of(self, line: int, side: Side) -> int | None:
+        return next((i for i, entry in enumerate(self.lines) if entry.number_on(side) == line), None)
+
+    def text_through(self, index: int) -> str:
+        """The hunk from its header down to line `index`: what GitHub stores as a comment's diff_hunk."""
+        return "\n".join([self.header, *(entry.mark + entry.text for entry in self.lines[: index + 1])])
+
+
+@dataclass(frozen=True)
+class LinePlace:
+    """Where a line sits in a file's diff."""
+
+    hunk: Hunk
+    index: int
+
+    @property
+    def position(self) -> int:
+        return self.hunk.position + self.index + 1
+
+    @property
+    def diff_hunk(self) -> str:
+        return self.hunk.text_through(self.index)
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: str  # the head's path (the base's for a deleted file)
+    hunks: tuple[Hunk, ...]
+
+    def find(self, line: int, side: Side) -> LinePlace | None:
+        """The place of `line` on `side`, if the diff shows it there (as an added, removed or context line)."""
+        for hunk in self.hunks:
+            index = hunk.index_of(line, side)
+            if index is not None:
+                return LinePlace(hunk, index)
+        return None
+
+    def at_position(self, position: int) -> tuple[Side, int] | None:
+        """The (side, line) GitHub's deprecated `position` names, or None for a header or past the end."""
+        for hunk in self.hunks:
+            index = position - hunk.position - 1
+            if 0 <= index < len(hunk.lines):
+                entry = hunk.lines[index]
+                return ("LEFT", entry.old) if entry.mark == "-" else ("RIGHT", entry.new)  # type: ignore[return-value]
+        return None
+
+
+def parse_diff(text: str) -> dict[str, FileDiff]:
+    """The files of a `git diff` (unified, with ---/+++ lines), by path; binary files have no hunks."""
+    files: dict[str, FileDiff] = {}
+    old_path: str | None = None
+    path: str | None = None
+    hunks: list[Hunk] = []
+    header: str | None = None
+    lines: list[DiffLine] = []
+    old = new = position = 0
+
+    def close_hunk() -> None:
+        nonlocal header, lines, position
+        if header is not None:
+            hunks.append(Hunk(header, tuple(lines), position))
+            position += len(lines) + 1
+        header, lines = None, []
+
+    def close_file() -> None:
+        nonlocal hunks, position
+        close_hunk()
+        name = path or old_path
+        if name is not None:
+            files[name] = FileDiff(name, tuple(hunks))
+        hunks, position = [], 0
+
+    for raw in text.split("\n"):
+        if raw.startswith("diff --git "):
+            close_file()
+            old_path = path = None
+        elif header is None and raw.startswith("--- "):
+            old_path = _diff_path(raw[4:])
+        elif header is None and raw.startswith("+++ "):
+            path = _diff_path(raw[4:])
+        elif raw.startswith("@@"):
+            close_hunk()
+            match = _HUNK_HEADER.match(raw)
+            if match is None:
+                continue
+            header, old, new = raw, int(match.group(1)), int(match.group(2))
+        elif header is not None and raw[:1] in (" ", "+", "-"):
+            mark = raw[0]
+            lines.append(DiffLine(mark, old if mark != "+" else None, new if mark != "-" else None, raw[1:]))
+            old += mark != "+"
+            new += mark != "-"
+    close_file()
+    return files
+
+
+def _diff_path(raw: str) -> str | None:
+    """The path of a ---/+++ line ('a/x', 'b/x' or /dev/null); git adds a tab after names with spaces."""
+    name = raw.rstrip("\t")
+    if name == "/dev/null":
+        return None
+    if name.startswith('"') and name.endswith('"'):
+        name = name[1:-1]
+    return name[2:] if name[:2] in ("a/", "b/") else name
+
+
 class GitStore:
     """Bare repositories under `root`."""
 
@@ -76,7 +206,8 @@ class GitStore:
         result = subprocess.run([*command, *args], capture_output=True, env=full_env, cwd=cwd, check=False)
         if check and result.returncode != 0:
             words = result.stderr.decode(errors="replace").strip() or result.stdout.decode(errors="replace").strip()
-            raise GitError(f"git {args[0]} failed: {words}")
+            verb = next((arg for arg in args if not arg.startswith("-") and "=" not in arg), args[0])
+            raise GitError(f"git {verb} failed: {words}")
         return result
 
     def create_from_folder(self, owner: str, name: str, folder: Path, *, branch: str, author: str,
@@ -143,6 +274,22 @@ class GitStore:
             additions += int(added) if added.isdigit() else 0
             deletions += int(deleted) if deleted.isdigit() else 0
         return additions, deletions, files
+
+    def diff(self, owner: str, name: str, base: str, head: str) -> dict[str, FileDiff]:
+        """The diff GitHub shows for a pull request at `head`: against its merge base with `base`."""
+        output = self._run(self.path(owner, name), "-c", "core.quotepath=false", "diff", "--no-color",
+                           "--no-ext-diff", "--no-textconv", "--unified=3", f"{base}...{head}").stdout
+        return parse_diff(output.decode(errors="replace"))
+
+    def changed_paths(self, owner: str, name: str, old: str, new: str) -> set[str]:
+        """The paths whose content differs between two commits."""
+        output = self._run(self.path(owner, name), "-c", "core.quotepath=false", "diff", "--name-only",
+                           "--no-renames", old, new).stdout.decode(errors="replace")
+        return {line for line in output.splitlines() if line}
+
+    def is_ancestor(self, owner: str, name: str, ancestor: str, descendant: str) -> bool:
+        result = self._run(self.path(owner, name), "merge-base", "--is-ancestor", ancestor, descendant, check=False)
+        return result.returncode == 0
 
     def mergeable(self, owner: str, name: str, base: str, head: str) -> bool:
         """Whether head merges into base without conflicts (git merge-tree, nothing written to refs)."""

@@ -3,8 +3,10 @@ for doing what people do on github.com, and read-outs of what GitHub would show.
 
 Every action names who does it (`as`) and may give them a role first (`role`: the collaborator
 is created or changed, as an admin would). A person may only do what their role lets them on
-GitHub: see a private repository (any role), label (triage and up), re-run checks and merge pull
-requests (write and up).
+GitHub: see a private repository (any role), label (triage and up), re-run checks, merge pull
+requests and resolve review threads (write and up, or the pull request's author). Reviews and
+their inline comments are checked as GitHub checks them (a comment on a line the diff does not
+show is refused).
 Served on loopback without authentication: it is the person at the keyboard.
 """
 
@@ -17,10 +19,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bot.sandbox.core import Sandbox
+from bot.sandbox.core import CommentDraft, ReviewRefused, Sandbox
 from bot.sandbox.gitstore import GitError, MergeConflict, valid_name
+from bot.sandbox.rest import owned_by
 from bot.sandbox.shapes import timestamp
-from bot.sandbox.state import REVIEW_STATES, ROLES, Account, CheckRun, Issue, NotOnIssue, Repository
+from bot.sandbox.state import (
+    REVIEW_STATES,
+    ROLES,
+    SIDES,
+    Account,
+    CheckRun,
+    Issue,
+    NotOnIssue,
+    Repository,
+    ReviewComment,
+)
 
 PREFIX = "/_sandbox"
 _RANK = {"read": 1, "triage": 2, "write": 3, "maintain": 4, "admin": 5}
@@ -87,11 +100,17 @@ def _pull(request: Request, repository: Repository) -> Issue:
 
 
 def _check_run(request: Request, repository: Repository) -> CheckRun:
-    raw = str(request.path_params["check_run_id"])
-    run = _sandbox(request).state.check_runs.get(int(raw)) if raw.isdigit() else None
-    if run is None or run.repository_id != repository.id:
-        raise HumanError(404, f"{repository.full_name} has no check run {raw}")
+    run = owned_by(_sandbox(request).state.check_runs, request.path_params["check_run_id"], repository)
+    if run is None:
+        raise HumanError(404, f"{repository.full_name} has no check run {request.path_params['check_run_id']}")
     return run
+
+
+def _review_comment(request: Request, repository: Repository) -> ReviewComment:
+    found = owned_by(_sandbox(request).state.review_comments, request.path_params["comment_id"], repository)
+    if found is None:
+        raise HumanError(404, f"{repository.full_name} has no review comment {request.path_params['comment_id']}")
+    return found
 
 
 def _person(request: Request, repository: Repository, body: dict[str, Any], needs: str) -> Account:
@@ -212,6 +231,7 @@ async def remove_label(request: Request) -> Response:
 # pull requests and checks
 
 async def review(request: Request) -> Response:
+    """Submit a review, with optional inline comments `[{path, line, body, side?, start_line?}]`."""
     sandbox, repository = _sandbox(request), _repository(request)
     pull = _pull(request, repository)
     body = await _body(request)
@@ -219,9 +239,74 @@ async def review(request: Request) -> Response:
     event = (_text(body, "event") or "").lower()
     if event not in REVIEW_STATES:
         raise HumanError(422, "'event' must be APPROVE, REQUEST_CHANGES or COMMENT")
-    text = _text(body, "body", required=event != "approve")
-    sandbox.review(repository, pull, person, state=REVIEW_STATES[event], body=text)
+    text = _text(body, "body", required=False)
+    drafts = _drafts(body.get("comments"))
+    try:
+        await sandbox.submit_review(repository, pull, person, state=REVIEW_STATES[event], body=text, comments=drafts)
+    except ReviewRefused as refused:
+        raise HumanError(422, _refusal(refused)) from None
     return JSONResponse(_issue_summary(sandbox, pull), status_code=201)
+
+
+def _drafts(raw: Any) -> list[CommentDraft]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise HumanError(422, "'comments' must be a list of {path, line, body, side?} objects")
+    return [_draft(item) for item in raw]
+
+
+def _draft(item: Any) -> CommentDraft:
+    shape = "each inline comment is {path, line, body, side?, start_line?, start_side?}"
+    if not isinstance(item, dict):
+        raise HumanError(422, f"{shape}, not {item!r}")
+    path, line, text = item.get("path"), item.get("line"), item.get("body")
+    side, start_line, start_side = item.get("side", "RIGHT"), item.get("start_line"), item.get("start_side")
+    numbers_ok = all(n is None or (isinstance(n, int) and not isinstance(n, bool) and n > 0)
+                     for n in (line, start_line))
+    if not (isinstance(path, str) and path and isinstance(text, str) and text.strip() and line is not None
+            and numbers_ok and side in SIDES and start_side in (None, *SIDES)):
+        raise HumanError(422, f"{shape} (line a positive number, side LEFT or RIGHT), not {item!r}")
+    return CommentDraft(path=path, body=text, line=line, side=side, start_line=start_line, start_side=start_side)
+
+
+def _refusal(refused: ReviewRefused) -> str:
+    hint = ""
+    if refused.field in ("path", "line", "start_line", "position"):
+        hint = (" - an inline comment must be on a line the pull request's diff shows: an added or unchanged "
+                "line of a changed file on RIGHT, a removed or unchanged one on LEFT")
+    return f"GitHub would refuse this: {refused.message}{hint}"
+
+
+async def reply_to_review_comment(request: Request) -> Response:
+    """Reply in a review comment's thread (a reply to a reply joins the root's thread)."""
+    sandbox, repository = _sandbox(request), _repository(request)
+    to = _review_comment(request, repository)
+    body = await _body(request)
+    person = _person(request, repository, body, "read")
+    pull = repository.issues[to.pull_number]
+    reply = sandbox.reply(repository, pull, person, to, _text(body, "body") or "")
+    return JSONResponse(_review_comment_summary(reply), status_code=201)
+
+
+async def resolve_thread(request: Request) -> Response:
+    """Resolve (or, with `resolved: false`, unresolve) the thread of a review comment, as its pull
+    request's author or someone with write access does on GitHub."""
+    sandbox, repository = _sandbox(request), _repository(request)
+    comment = _review_comment(request, repository)
+    body = await _body(request)
+    resolved = body.get("resolved", True)
+    if not isinstance(resolved, bool):
+        raise HumanError(422, "'resolved' must be true or false")
+    person = _person(request, repository, body, "read")
+    pull = repository.issues[comment.pull_number]
+    role = sandbox.state.role_of(repository, person.login)
+    if person.id != pull.user.id and _RANK.get(role or "", 0) < _RANK["write"]:
+        raise HumanError(403, f"{person.login} may not resolve review threads on {repository.full_name}: GitHub "
+                              "lets the pull request's author or someone with write access do that")
+    thread = sandbox.state.review_threads[comment.root_id]
+    sandbox.resolve_thread(thread, person, resolved=resolved)
+    return JSONResponse(_thread_summary(sandbox, thread.root_id))
 
 
 async def close(request: Request) -> Response:
@@ -359,8 +444,24 @@ def _issue_summary(sandbox: Sandbox, issue: Issue) -> dict[str, Any]:
                                    "base": issue.pull.base_ref, "draft": issue.pull.draft,
                                    "commits": issue.pull.commits, "changed_files": issue.pull.changed_files,
                                    "merged": issue.pull.merged_at is not None,
-                                   "merge_commit_sha": issue.pull.merge_commit_sha}
+                                   "merge_commit_sha": issue.pull.merge_commit_sha,
+                                   "requested_reviewers": [a.login for a in issue.pull.requested_reviewers]}
     return summary
+
+
+def _review_comment_summary(comment: ReviewComment) -> dict[str, Any]:
+    return {"id": comment.id, "pull": comment.pull_number, "review_id": comment.review_id, "path": comment.path,
+            "line": comment.line, "side": comment.side, "body": comment.body, "user": comment.user.login,
+            "in_reply_to_id": comment.in_reply_to_id, "commit_id": comment.commit_id}
+
+
+def _thread_summary(sandbox: Sandbox, root_id: int) -> dict[str, Any]:
+    thread = sandbox.state.review_threads[root_id]
+    root = sandbox.state.review_comments[root_id]
+    return {"root_id": root_id, "pull": thread.pull_number, "path": root.path, "line": root.line,
+            "outdated": root.outdated, "resolved": thread.resolved,
+            "resolved_by": thread.resolved_by.login if thread.resolved_by else None,
+            "comments": [c.id for c in sandbox.state.thread_comments(thread)]}
 
 
 def _check_run_summary(run: CheckRun) -> dict[str, Any]:
@@ -381,8 +482,13 @@ async def _repository_readout(sandbox: Sandbox, repository: Repository) -> dict[
         "pulls": [_issue_summary(sandbox, issue) for issue in issues if issue.pull is not None],
         "check_runs": [_check_run_summary(run) for run in sorted(sandbox.state.check_runs_of(repository),
                                                                  key=lambda run: run.id)],
-        "reviews": [{"pull": r.pull_number, "user": r.user.login, "state": r.state, "body": r.body}
-                    for r in repository.reviews],
+        "reviews": [{"id": r.id, "pull": r.pull_number, "user": r.user.login, "state": r.state, "body": r.body,
+                     "commit_id": r.commit_id} for r in repository.reviews],
+        "review_comments": [_review_comment_summary(c) for c in sorted(
+            (c for c in sandbox.state.review_comments.values() if c.repository_id == repository.id),
+            key=lambda c: c.id)],
+        "review_threads": [_thread_summary(sandbox, root_id) for root_id in sorted(
+            t.root_id for t in sandbox.state.review_threads.values() if t.repository_id == repository.id)],
     }
 
 
@@ -406,6 +512,8 @@ ROUTES = [
     Route(f"{_REPO}/issues/{{number}}/close", close, methods=["POST"]),
     Route(f"{_REPO}/pulls/{{number}}/reviews", review, methods=["POST"]),
     Route(f"{_REPO}/pulls/{{number}}/merge", merge, methods=["POST"]),
+    Route(f"{_REPO}/pulls/comments/{{comment_id}}/replies", reply_to_review_comment, methods=["POST"]),
+    Route(f"{_REPO}/pulls/comments/{{comment_id}}/resolve", resolve_thread, methods=["POST"]),
     Route(f"{_REPO}/check-runs/{{check_run_id}}/rerequest", rerequest, methods=["POST"]),
     Route(f"{_REPO}/check-runs/{{check_run_id}}/requested-action", requested_action, methods=["POST"]),
 ]

@@ -8,7 +8,7 @@ page of that route, and errors from the route point there as GitHub's do.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -162,3 +162,10 @@ def _page_url(request: Request, page: int) -> str:
 def string_field(body: dict[str, Any], name: str) -> str | None:
     value = body.get(name)
     return value if isinstance(value, str) else None
+
+
+def owned_by(table: Mapping[int, T], raw: object, repository: Repository) -> T | None:
+    """The row of `table` whose id is the path parameter `raw`, if it belongs to `repository`."""
+    text = str(raw)
+    found = table.get(int(text)) if text.isdigit() else None
+    return found if found is not None and getattr(found, "repository_id", None) == repository.id else None

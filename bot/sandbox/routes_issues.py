@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from bot.sandbox.core import Sandbox
 from bot.sandbox.errors import GitHubError, invalid_request, missing_field, not_found, validation_failed
-from bot.sandbox.rest import RestRoute, docs_url, json_response, paginate, read_json, repository
+from bot.sandbox.rest import RestRoute, docs_url, json_response, owned_by, paginate, read_json, repository
 from bot.sandbox.state import REACTION_CONTENTS, Comment, Issue, LabelExists, NotOnIssue, Repository
 
 ISSUES = "https://docs.github.com/rest/issues"
@@ -29,9 +29,8 @@ def _issue(request: Request, repo: Repository) -> Issue:
 
 
 def _comment(request: Request, sandbox: Sandbox, repo: Repository) -> Comment:
-    raw = str(request.path_params["comment_id"])
-    comment = sandbox.state.comments.get(int(raw)) if raw.isdigit() else None
-    if comment is None or comment.repository_id != repo.id:
+    comment = owned_by(sandbox.state.comments, request.path_params["comment_id"], repo)
+    if comment is None:
         raise not_found(docs_url(request))
     return comment
 

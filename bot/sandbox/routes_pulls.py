@@ -17,7 +17,8 @@ from bot.sandbox.state import DuplicatePullRequest, Issue, Repository
 PULLS = "https://docs.github.com/rest/pulls/pulls"
 
 
-def _pull(request: Request, repo: Repository) -> Issue:
+def find_pull(request: Request, repo: Repository) -> Issue:
+    """The pull request named in the path (404 when there is none of that number)."""
     raw = str(request.path_params["pull_number"])
     issue = repo.issues.get(int(raw)) if raw.isdigit() else None
     if issue is None or issue.pull is None:
@@ -109,13 +110,13 @@ async def list_pulls(request: Request) -> Response:
 
 async def get_pull(request: Request) -> Response:
     sandbox, _, repo = repository(request, "pull_requests", "read")
-    pull = _pull(request, repo)
+    pull = find_pull(request, repo)
     return json_response(sandbox.renderer.pull_request(repo, pull, mergeable=await _mergeable(sandbox, repo, pull)))
 
 
 async def update_pull(request: Request) -> Response:
     sandbox, _, repo = repository(request, "pull_requests", "write")
-    pull = _pull(request, repo)
+    pull = find_pull(request, repo)
     assert pull.pull is not None
     body = await read_json(request)
     _strings(request, body, "title", "body", "state", "base")

@@ -28,6 +28,7 @@ from bot.sandbox.state import (
     REACTION_CONTENTS,
     Repository,
     Review,
+    ReviewComment,
     SandboxState,
 )
 
@@ -264,8 +265,9 @@ class Renderer:
             "locked": False, "title": issue.title, "user": self.user(issue.user), "body": issue.body,
             "created_at": timestamp(issue.created_at), "updated_at": timestamp(issue.updated_at),
             "closed_at": timestamp(issue.closed_at), "merged_at": timestamp(pull.merged_at),
-            "merge_commit_sha": pull.merge_commit_sha, "assignee": None, "assignees": [], "requested_reviewers": [],
-            "requested_teams": [], "labels": [self.label(repository, label) for label in issue.labels], "milestone": None,
+            "merge_commit_sha": pull.merge_commit_sha, "assignee": None, "assignees": [],
+            "requested_reviewers": [self.user(account) for account in pull.requested_reviewers], "requested_teams": [],
+            "labels": [self.label(repository, label) for label in issue.labels], "milestone": None,
         }
         if not full:
             shape["draft"] = pull.draft
@@ -291,7 +293,8 @@ class Renderer:
                 "mergeable_state": "unknown" if mergeable is None else ("clean" if mergeable else "dirty"),
                 "merged_by": self.user(pull.merged_by) if pull.merged_by else None,
                 "comments": len(issue.comment_ids),
-                "review_comments": 0, "maintainer_can_modify": pull.maintainer_can_modify,
+                "review_comments": len(self.state.review_comments_of(repository, issue)),
+                "maintainer_can_modify": pull.maintainer_can_modify,
                 "commits": pull.commits, "additions": pull.additions, "deletions": pull.deletions,
                 "changed_files": pull.changed_files,
             })
@@ -307,16 +310,54 @@ class Renderer:
             "base": {"ref": issue.pull.base_ref, "sha": issue.pull.base_sha, "repo": repo},
         }
 
-    def review(self, repository: Repository, review: Review) -> Json:
+    def review(self, repository: Repository, review: Review, *, rest: bool = False) -> Json:
+        """A submitted review. REST gives its state in capitals (APPROVED) and a review without text an
+        empty body; webhooks give the state in small letters (approved) and such a body as null."""
         pull_api = f"{self.repository_api_url(repository)}/pulls/{review.pull_number}"
         html = f"{self.base_url}/{repository.full_name}/pull/{review.pull_number}#pullrequestreview-{review.id}"
+        body = (review.body or "") if rest else review.body
+        state = review.state.upper() if rest else review.state
         return {
-            "id": review.id, "node_id": review.node_id, "user": self.user(review.user), "body": review.body,
-            "commit_id": review.commit_id, "submitted_at": timestamp(review.submitted_at), "state": review.state,
+            "id": review.id, "node_id": review.node_id, "user": self.user(review.user), "body": body,
+            "commit_id": review.commit_id, "submitted_at": timestamp(review.submitted_at), "state": state,
             "html_url": html, "pull_request_url": pull_api,
             "author_association": self.association(repository, review.user),
             "_links": {"html": {"href": html}, "pull_request": {"href": pull_api}},
         }
+
+    def review_comment_url(self, repository: Repository, comment: ReviewComment) -> str:
+        return f"{self.repository_api_url(repository)}/pulls/comments/{comment.id}"
+
+    def review_comment_html_url(self, repository: Repository, comment: ReviewComment) -> str:
+        return f"{self.base_url}/{repository.full_name}/pull/{comment.pull_number}#discussion_r{comment.id}"
+
+    def review_comment(self, repository: Repository, comment: ReviewComment, *, rest: bool = False) -> Json:
+        """A review comment; `in_reply_to_id` only on replies (GitHub leaves it out of roots), and
+        `subject_type` only in REST answers (the webhook examples have none)."""
+        api = self.review_comment_url(repository, comment)
+        html = self.review_comment_html_url(repository, comment)
+        pull_api = f"{self.repository_api_url(repository)}/pulls/{comment.pull_number}"
+        shape: Json = {
+            "url": api, "pull_request_review_id": comment.review_id, "id": comment.id, "node_id": comment.node_id,
+            "diff_hunk": comment.diff_hunk, "path": comment.path, "position": comment.position,
+            "original_position": comment.original_position, "commit_id": comment.commit_id,
+            "original_commit_id": comment.original_commit_id,
+        }
+        if comment.in_reply_to_id is not None:
+            shape["in_reply_to_id"] = comment.in_reply_to_id
+        shape.update({
+            "user": self.user(comment.user), "body": comment.body, "created_at": timestamp(comment.created_at),
+            "updated_at": timestamp(comment.updated_at), "html_url": html, "pull_request_url": pull_api,
+            "author_association": self.association(repository, comment.user),
+            "_links": {"self": {"href": api}, "html": {"href": html}, "pull_request": {"href": pull_api}},
+            "reactions": self.reactions(f"{api}/reactions", comment.reactions),
+            "start_line": comment.start_line, "original_start_line": comment.original_start_line,
+            "start_side": comment.start_side, "line": comment.line, "original_line": comment.original_line,
+            "side": comment.side,
+        })
+        if rest:
+            shape["subject_type"] = "line"
+        return shape
 
     # checks
 

@@ -1,5 +1,6 @@
 """The sandbox's world, in memory: accounts, the App and its installations, repositories and
-everything inside them (issues, pull requests, comments, labels, reactions, check runs, reviews).
+everything inside them (issues, pull requests, comments, labels, reactions, check runs, reviews,
+review comments and their threads, review requests).
 
 Pure bookkeeping, no I/O: git facts (branch tips, commit counts) are handed in by the caller,
 which has asked git for them. Every mutation takes the state's lock, so a caller on another
@@ -35,6 +36,7 @@ REACTION_CONTENTS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket
 CHECK_STATUSES = ("queued", "in_progress", "completed")
 CHECK_CONCLUSIONS = ("action_required", "cancelled", "failure", "neutral", "success", "skipped", "stale", "timed_out")
 REVIEW_STATES = {"approve": "approved", "request_changes": "changes_requested", "comment": "commented"}
+SIDES = ("LEFT", "RIGHT")
 # The labels GitHub gives every new repository.
 DEFAULT_LABELS = (
     ("bug", "d73a4a", "Something isn't working"),
@@ -165,6 +167,7 @@ class PullFields:
     merged_at: datetime | None = None
     merge_commit_sha: str | None = None
     merged_by: Account | None = None
+    requested_reviewers: list[Account] = field(default_factory=list)
 
     @property
     def node_id(self) -> str:
@@ -215,6 +218,79 @@ class Review:
     @property
     def node_id(self) -> str:
         return node_id("PullRequestReview", self.id)
+
+
+@dataclass(frozen=True)
+class ReviewPlace:
+    """Where a review comment sits in a pull request's diff at one commit, as git showed it."""
+
+    path: str
+    side: str
+    line: int
+    start_line: int | None
+    start_side: str | None
+    position: int
+    diff_hunk: str
+    commit_id: str
+
+
+@dataclass
+class ReviewComment:
+    """A comment on a line of a pull request's diff: a thread's root, or a reply in the root's thread
+    (which shares the root's place). `line` and `position` become None once the line is outdated."""
+
+    id: int
+    repository_id: int
+    pull_number: int
+    review_id: int
+    user: Account
+    body: str
+    path: str
+    side: str
+    line: int | None
+    original_line: int
+    start_line: int | None
+    original_start_line: int | None
+    start_side: str | None
+    position: int | None
+    original_position: int
+    diff_hunk: str
+    commit_id: str
+    original_commit_id: str
+    created_at: datetime
+    updated_at: datetime
+    in_reply_to_id: int | None = None
+    reactions: list[Reaction] = field(default_factory=list)
+
+    @property
+    def node_id(self) -> str:
+        return node_id("PullRequestReviewComment", self.id)
+
+    @property
+    def outdated(self) -> bool:
+        return self.line is None
+
+    @property
+    def root_id(self) -> int:
+        return self.in_reply_to_id or self.id
+
+
+@dataclass
+class ReviewThread:
+    """A root review comment and its replies; resolved by someone, or not."""
+
+    root_id: int
+    repository_id: int
+    pull_number: int
+    resolved_by: Account | None = None
+
+    @property
+    def node_id(self) -> str:
+        return node_id("PullRequestReviewThread", self.root_id)
+
+    @property
+    def resolved(self) -> bool:
+        return self.resolved_by is not None
 
 
 @dataclass
@@ -319,6 +395,7 @@ class Ids:
     check_suites: Iterator[int] = field(default_factory=lambda: itertools.count(7_000_001))
     check_runs: Iterator[int] = field(default_factory=lambda: itertools.count(8_000_001))
     reviews: Iterator[int] = field(default_factory=lambda: itertools.count(9_000_001))
+    review_comments: Iterator[int] = field(default_factory=lambda: itertools.count(11_000_001))
 
 
 class SandboxState:
@@ -335,6 +412,8 @@ class SandboxState:
         self.comments: dict[int, Comment] = {}
         self.check_suites: dict[int, CheckSuite] = {}
         self.check_runs: dict[int, CheckRun] = {}
+        self.review_comments: dict[int, ReviewComment] = {}
+        self.review_threads: dict[int, ReviewThread] = {}
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -485,13 +564,96 @@ class SandboxState:
     def open_pulls_at(self, repository: Repository, sha: str) -> list[Issue]:
         return [issue for issue in self.pulls(repository) if issue.pull and issue.pull.head_sha == sha]
 
-    def add_review(self, repository: Repository, pull: Issue, user: Account, *, state: str, body: str | None) -> Review:
+    def add_review(self, repository: Repository, pull: Issue, user: Account, *, state: str, body: str | None,
+                   commit_id: str | None = None) -> Review:
+        """A submitted review (at the head unless `commit_id` says otherwise); it answers the
+        user's review request, so they leave the pull request's requested reviewers."""
         assert pull.pull is not None
         with self.lock:
             review = Review(id=next(self.ids.reviews), repository_id=repository.id, pull_number=pull.number,
-                            user=user, body=body, state=state, commit_id=pull.pull.head_sha, submitted_at=self.now())
+                            user=user, body=body, state=state, commit_id=commit_id or pull.pull.head_sha,
+                            submitted_at=self.now())
             repository.reviews.append(review)
+            pull.pull.requested_reviewers = [a for a in pull.pull.requested_reviewers if a.id != user.id]
             return review
+
+    def reviews_of(self, repository: Repository, pull: Issue) -> list[Review]:
+        return [review for review in repository.reviews if review.pull_number == pull.number]
+
+    # review comments, threads and review requests
+
+    def add_review_comment(self, repository: Repository, pull: Issue, review: Review, user: Account, body: str,
+                           place: ReviewPlace) -> ReviewComment:
+        """A new thread: its root comment, at `place`."""
+        with self.lock:
+            now = self.now()
+            comment = ReviewComment(
+                id=next(self.ids.review_comments), repository_id=repository.id, pull_number=pull.number,
+                review_id=review.id, user=user, body=body, path=place.path, side=place.side, line=place.line,
+                original_line=place.line, start_line=place.start_line, original_start_line=place.start_line,
+                start_side=place.start_side, position=place.position, original_position=place.position,
+                diff_hunk=place.diff_hunk, commit_id=place.commit_id, original_commit_id=place.commit_id,
+                created_at=now, updated_at=now)
+            self.review_comments[comment.id] = comment
+            self.review_threads[comment.id] = ReviewThread(comment.id, repository.id, pull.number)
+            pull.updated_at = now
+            return comment
+
+    def add_reply(self, pull: Issue, review: Review, user: Account, body: str, to: ReviewComment) -> ReviewComment:
+        """A reply in the thread of `to`: a reply to a reply joins the root's thread, as on GitHub."""
+        with self.lock:
+            root = self.review_comments[to.root_id]
+            now = self.now()
+            reply = ReviewComment(
+                id=next(self.ids.review_comments), repository_id=root.repository_id, pull_number=root.pull_number,
+                review_id=review.id, user=user, body=body, path=root.path, side=root.side, line=root.line,
+                original_line=root.original_line, start_line=root.start_line,
+                original_start_line=root.original_start_line, start_side=root.start_side, position=root.position,
+                original_position=root.original_position, diff_hunk=root.diff_hunk, commit_id=root.commit_id,
+                original_commit_id=root.original_commit_id, created_at=now, updated_at=now, in_reply_to_id=root.id)
+            self.review_comments[reply.id] = reply
+            pull.updated_at = now
+            return reply
+
+    def review_comments_of(self, repository: Repository, pull: Issue) -> list[ReviewComment]:
+        """The pull request's review comments, oldest first."""
+        return sorted((c for c in self.review_comments.values()
+                       if c.repository_id == repository.id and c.pull_number == pull.number), key=lambda c: c.id)
+
+    def threads_of(self, repository: Repository, pull: Issue) -> list[ReviewThread]:
+        return sorted((t for t in self.review_threads.values()
+                       if t.repository_id == repository.id and t.pull_number == pull.number), key=lambda t: t.root_id)
+
+    def thread_comments(self, thread: ReviewThread) -> list[ReviewComment]:
+        return sorted((c for c in self.review_comments.values() if c.root_id == thread.root_id), key=lambda c: c.id)
+
+    def resolve_thread(self, thread: ReviewThread, by: Account | None) -> None:
+        """Mark the thread resolved by `by`, or unresolved (None)."""
+        with self.lock:
+            thread.resolved_by = by
+
+    def move_thread(self, thread: ReviewThread, commit_id: str | None) -> None:
+        """The head moved: the thread's comments now sit at `commit_id`, or are outdated (None),
+        keeping the commit they last applied to."""
+        with self.lock:
+            for comment in self.thread_comments(thread):
+                if commit_id is None:
+                    comment.line = comment.start_line = comment.position = None
+                else:
+                    comment.commit_id = commit_id
+
+    def request_reviewers(self, pull: Issue, accounts: list[Account]) -> list[Account]:
+        """Add review requests; returns the accounts newly requested."""
+        assert pull.pull is not None
+        with self.lock:
+            added: list[Account] = []
+            for account in accounts:
+                if all(requested.id != account.id for requested in pull.pull.requested_reviewers):
+                    pull.pull.requested_reviewers.append(account)
+                    added.append(account)
+            if added:
+                pull.updated_at = self.now()
+            return added
 
     # labels
 
