@@ -165,9 +165,7 @@ class _FixLane:
         failure: dict[str, str] | None = None
         attempt = _Attempt(report=FixReport(summary="", addressed={}, not_addressed={}), problems=[])
         for number in range(1, 2 + self.settings.max_retries):
-            if number > 1:
-                await git("reset", "--quiet", "--hard", head, cwd=worktree.path)
-                await git("clean", "-d", "--force", "--quiet", "-x", cwd=worktree.path)
+            # A retry starts from the previous attempt's commit, shown why it failed, as lanes do.
             attempt = await self._attempt(worktree, pull, head, feedback, allowed, named, failure, number)
             if attempt.failure is None:
                 return attempt

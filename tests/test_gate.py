@@ -191,6 +191,14 @@ def test_a_hand_written_plan_counts_no_planner_sessions():
     assert "planner" not in body.split("**Sessions:**")[1].split("\n")[0]
 
 
+def test_lanebots_own_review_sessions_are_counted_in_the_session_bound():
+    budget = SessionBudget(planner_attempts=3, lane_attempts=3, integrate_sessions=1, verify_repairs=2,
+                           review_sessions=6)
+    line = gate(worked_example(), budget=budget).split("**Sessions:**")[1].split("\n")[0]
+    assert "up to 24 agent sessions" in line  # 18 as above + 3 lenses finding + 3 judging
+    assert line.endswith("verify repairs 2 + review 6).")
+
+
 def test_an_unknown_plan_source_is_refused():
     with pytest.raises(ValueError, match="plan_source"):
         gate(worked_example(), plan_source="robot")
