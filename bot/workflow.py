@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 WORKFLOW_FILE_NAME = "resolve-issue.yaml"
-DEFAULT_WORKFLOW: Path = Path(__file__).resolve().parents[1] / "workflows" / WORKFLOW_FILE_NAME
+DEFAULT_WORKFLOW: Path = Path(__file__).resolve().parent / "workflows" / WORKFLOW_FILE_NAME
 WORKFLOWS_DIR_ENV = "LANEBOT_WORKFLOWS_DIR"
 EXTENDS_KEY = "_extends"
 MAX_DURATION_SECONDS = 24 * 3600

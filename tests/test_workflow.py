@@ -923,3 +923,17 @@ def test_a_broken_title_template_is_caught_when_the_workflow_loads(template, exp
 def test_a_title_template_cannot_reach_python_internals():
     problem = the_problem({"pull_request": {"title": "{{ issue.__class__.__mro__[1].__subclasses__() }}"}})
     assert problem.startswith(f"{REPO}: pull_request.title: ")
+
+
+def test_the_default_workflow_ships_inside_the_package_so_a_built_wheel_has_it():
+    import fnmatch
+    import tomllib
+
+    import bot
+
+    package = Path(bot.__file__).resolve().parent
+    folder = DEFAULT_WORKFLOW.parent
+    assert folder.is_relative_to(package)
+    patterns = tomllib.loads((package.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["*"]
+    files = [path for path in folder.rglob("*") if path.is_file()]
+    assert files and all(any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns) for path in files)
