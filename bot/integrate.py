@@ -62,6 +62,7 @@ from bot.lanes import (
 )
 from bot.lifecycle import Event, RunState, transition
 from bot.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
+from bot.sessions import outcome_fields
 from bot.store import runs as store
 from bot.store.models import AgentSession, Lane, utc_now
 
@@ -250,12 +251,7 @@ async def run_session(
     except BaseException:
         await db(store.finish_session, rt.engine, session.id, status="cancelled")
         raise
-    ok = not isinstance(result, str) and result.ok
-    failure = None if ok else (result if isinstance(result, str) else result.error)
-    usage = {} if isinstance(result, str) else {
-        "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
-        "cost_usd": result.usage.cost_usd, "exit_status": result.exit_status}
-    await db(store.finish_session, rt.engine, session.id, status="succeeded" if ok else "failed", failure=failure, **usage)
+    await db(store.finish_session, rt.engine, session.id, **outcome_fields(result))
     return result
 
 

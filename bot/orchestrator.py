@@ -30,14 +30,11 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
-import signal
 import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.agents.process import group_has_live_members
 from bot.checks import CheckReport, finish_check
 from bot.executor import Executor, Job, JobKind, integrate_job, lane_job, merge_job
 from bot.executor.embedded import EmbeddedExecutor
@@ -55,6 +52,7 @@ from bot.lifecycle import Event, InvalidTransition, RunState, transition
 from bot.planning import follow_labels
 from bot.progress import LaneView, Throttle, render_progress
 from bot.runtime import Runtime, add_worktree, db, forget_runtimes, host_name, load_runtime, remove_worktree
+from bot.sessions import stop_session_process
 from bot.scheduler import LaneState, decide
 from bot.store import runs as store
 from bot.store.models import AgentSession, Lane, Run, utc_now
@@ -73,12 +71,10 @@ __all__ = [
     "recover_runs",
     "retry",
     "shutdown",
-    "stop_session_process",
 ]
 
 PROGRESS_INTERVAL_S = 5.0  # at most one edit of the progress comment this often
 IDLE_POLL_S = 10.0  # how often drive looks at the database when no job of its run ends
-KILL_GRACE_S = 3.0
 BUILDING = (RunState.RUNNING.value, RunState.INTEGRATING.value)
 
 
@@ -281,28 +277,6 @@ def _held(session: AgentSession, lane_units: dict[int, str], held: set[str | Non
     if session.kind in ("integrate", "verify"):
         return JobKind.INTEGRATE in kinds
     return True  # planner and review sessions are not the orchestrator's
-
-
-async def stop_session_process(session: AgentSession) -> None:
-    """Stop what is left of a session's agent on this host: its process group (it leads one)."""
-    pid = session.pid
-    if pid is None or session.host not in (None, host_name()) or not _leads_group(pid):
-        return
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signum)
-        deadline = time.monotonic() + KILL_GRACE_S
-        while group_has_live_members(pid) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        if not group_has_live_members(pid):
-            return
-
-
-def _leads_group(pid: int) -> bool:
-    try:
-        return os.getpgid(pid) == pid
-    except (ProcessLookupError, PermissionError):
-        return False
 
 
 async def recover_run(context: Any, run_id: int) -> bool:

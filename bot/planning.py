@@ -49,6 +49,7 @@ from bot.gate import (
     render_superseded,
     shorten,
 )
+from bot.agents import Agent, AgentConfigError, make_agent
 from bot.commands import COMMANDS
 from bot.git import Credentials, Mirror
 from bot.github.config import load_repository_workflow
@@ -64,6 +65,7 @@ from bot.github.issues import (
 from bot.graph import Graph, Unit, parse_units
 from bot.lifecycle import Event, RunState, available_actions, transition
 from bot.planner import CommentText, IssueText, PlanOutcome, extract_hand_plan, plan_from_hand, plan_issue
+from bot.sessions import RecordedAgent, abandon_running, host_name
 from bot.store import runs
 from bot.store.db import session
 from bot.store.models import Run
@@ -216,14 +218,25 @@ async def _run_planner(
     workdir = Path(context.settings.workdir)
     checkout = workdir / "checkouts" / owner / f"{name}-run-{run.id}-plan"
     transcripts = workdir / "transcripts" / owner / name / f"run-{run.id}" / f"plan-{run.plan_revision + 1}"
+    await abandon_running(context.engine, run.id, ("plan",), "lanebot stopped while it ran; the run is planned again")
     await mirror.checkout(checkout, base_sha)
     try:
         return await plan_issue(
             issue=issue, workflow=workflow, checkout=checkout, tracked_paths=tracked,
             transcripts_dir=transcripts, feedback=request.notes, previous_plan=previous_plan,
+            agent=_recorded_planner(context, run, workflow),
         )
     finally:
         await mirror.remove_worktree(checkout)
+
+
+def _recorded_planner(context: Any, run: Run, workflow: Workflow) -> Agent | None:
+    """The plan agent, each session a row of the run; None when it cannot be made (plan_issue says why)."""
+    try:
+        agent = make_agent(workflow.plan.agent, getattr(workflow.agents, workflow.plan.agent))
+    except AgentConfigError:
+        return None
+    return RecordedAgent(agent, context.engine, run_id=run.id, kind="plan", host=host_name())
 
 
 def _outcome_summary(outcome: PlanOutcome, base_sha: str) -> dict[str, Any]:

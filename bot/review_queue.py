@@ -22,6 +22,7 @@ from typing import Any
 from bot.gate import marker
 from bot.github.issues import post_or_update_marked_comment
 from bot.runtime import db
+from bot.sessions import abandon_running
 from bot.store import reviews
 from bot.store import runs as store
 from bot.store.models import ReviewRequest, Run
@@ -135,14 +136,8 @@ async def _say_failed(context: Any, request: ReviewRequest, error: Exception) ->
 async def resume(context: Any) -> list[int]:
     """Start-up: requests left running go back to the queue, the agents a previous life of lanebot
     left running for them are stopped; the runs with review work to do."""
-    from bot.orchestrator import stop_session_process
-
     for run_id in await db(reviews.requeue_running, context.engine):
-        for session in await db(store.running_sessions, context.engine, run_id):
-            if session.kind in _REVIEW_SESSIONS:
-                await stop_session_process(session)
-                await db(store.finish_session, context.engine, session.id, status="lost", counts_as_retry=False,
-                         failure="lanebot was not running it any more (restarted)")
+        await abandon_running(context.engine, run_id, _REVIEW_SESSIONS, "lanebot was not running it any more (restarted)")
     return await db(reviews.runs_with_work, context.engine)
 
 

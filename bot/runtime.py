@@ -21,7 +21,6 @@ import functools
 import logging
 import os
 import re
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from bot.github.issues import split_repository
 from bot.graph import Graph
 from bot.planner import IssueText, sanitize_untrusted
 from bot.planning import stored_graph
+from bot.sessions import host_name
 from bot.store import runs as store
 from bot.store.models import Run
 from bot.workflow import Workflow
@@ -67,10 +67,6 @@ async def db(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     return await to_thread.run_sync(functools.partial(function, *args, **kwargs))
 
 
-@functools.cache
-def host_name() -> str:
-    """This runner host's name, recorded on the agent sessions it starts."""
-    return socket.gethostname()
 
 
 @dataclass(frozen=True)

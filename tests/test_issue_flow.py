@@ -458,6 +458,11 @@ async def test_a_plan_that_fails_validation_twice_then_passes_gets_one_gate_comm
     assert len(world.github.gates()) == 1
     prompts = world.prompts()
     assert len(prompts) == 3
+    sessions = runs.sessions(world.engine, world.run().id)
+    assert [(s.kind, s.attempt, s.status) for s in sessions] == [("plan", 1, "succeeded"), ("plan", 2, "succeeded"),
+                                                               ("plan", 3, "succeeded")]
+    assert all(s.pid and s.ended_at and s.transcript_path.endswith(f"plan-attempt-{s.attempt}.jsonl")
+               for s in sessions)
     refused = "## Your previous attempt was refused"
     assert refused not in prompts[0]
     overlap = "unit 'lexer': files '^src/' overlaps unit 'parser'"
@@ -485,6 +490,7 @@ async def test_a_hand_written_plan_in_the_plan_comment_is_gated_without_any_agen
     run = world.run()
     assert run.state == "awaiting_approval"
     assert world.prompts() == []
+    assert runs.sessions(world.engine, run.id) == []
     [gate] = world.github.gates()
     assert "written by hand" in gate["body"] and "docs" in gate["body"]
     assert runs.latest_plan(world.engine, run.id).source == "hand"
