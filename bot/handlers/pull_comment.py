@@ -7,8 +7,9 @@ comments on any other pull request are none of lanebot's business and cost nothi
 The comment is handled as on an issue (bot/handlers/issue_comment.py's `Conversation`: the author
 authorised first, a reaction, each command answered in order, answers posted once), with the run
 found through its pull request. `/fix` from someone allowed to approve queues a fix lane
-(bot/review_queue.py) whose brief holds the notes and every unresolved review comment; from anyone
-else it is refused with the reason. The run's other commands belong on the issue and say so.
+(bot/review_queue.py) whose brief holds the notes (the rest of its line and the lines below it, up
+to the next command) and every unresolved review comment; from anyone else it is refused with the
+reason. The run's other commands belong on the issue and say so.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from gidgethub import routing, sansio
 
 from bot.commands import Command, parse_commands
 from bot.dispatcher import HandlerContext
-from bot.handlers.issue_comment import _COMMANDS, Conversation
+from bot.handlers.issue_comment import _COMMANDS, _LINE_BREAK, Conversation
 from bot.handlers.issues import IssueTarget, is_bot_account
 from bot.lifecycle import Event, RunState
 from bot.review_queue import request_fix
@@ -80,4 +81,12 @@ class PullConversation(Conversation):
                               RunState(run.state))
             return
         await request_fix(self.context, run, by=self.login, key=f"comment:{self.comment['id']}",
-                          comment_id=int(self.comment["id"]), notes=command.args or None, asked="`/fix`")
+                          comment_id=int(self.comment["id"]), notes=self.notes_of(command) or None, asked="`/fix`")
+
+    def notes_of(self, command: Command) -> str:
+        """The notes of `/fix`: the rest of its line and the lines after it, up to the next command."""
+        lines = _LINE_BREAK.split(self.comment.get("body") or "")
+        later = [item.line for item in (*self.parsed.commands, *self.parsed.unknown, *self.parsed.invalid)
+                 if item.line > command.line]
+        end = min(later) - 1 if later else len(lines)
+        return "\n".join([command.args, *lines[command.line:end]]).strip()
