@@ -10,8 +10,8 @@ from bot.handlers.pull_comment import PullConversation
 
 
 def notes(body: str) -> str:
-    conversation = PullConversation(None, None, {"id": 1, "body": body, "user": {"login": "mona"}},  # type: ignore[arg-type]
-                                    parse_commands(body))
+    comment = {"id": 1, "body": body, "user": {"login": "mona"}}
+    conversation = PullConversation(None, None, comment, parse_commands(body))  # type: ignore[arg-type]
     [fix] = [command for command in conversation.parsed.commands if command.name == "fix"]
     return conversation.notes_of(fix)
 
