@@ -5,8 +5,8 @@ It knows only what lanebot's contract gives an agent: the prompt (stdin), its wo
 the files lanebot writes there, and the LANEBOT_* variables. What it does is decided by a JSON
 script named by its first argument:
 
-- LANEBOT_SESSION=fix: waits until the file `fix_waits_for` names exists (if the script names one),
-  then reads `.lanebot/threads.json`; for each instruction thread it applies the
+- LANEBOT_SESSION=fix: waits until the file `fix_waits_for` names exists (if the script names one)
+  and sleeps `fix_works_for` seconds (standing in for an agent's work), then reads `.lanebot/threads.json`; for each instruction thread it applies the
   first fenced block with a `path=` attribute written by a trusted commenter (the way a reviewer
   writes a suggestion) and reports it addressed; a thread with none it reports not addressed,
   saying why. Context threads are never acted on. It writes `.lanebot/fix.json`.
@@ -33,6 +33,7 @@ def main() -> int:
     session = os.environ.get("LANEBOT_SESSION")
     if session == "fix":
         wait_for(script.get("fix_waits_for"))
+        time.sleep(float(script.get("fix_works_for", 0)))
         fix()
     elif session == "review":
         review(script.get("review", {}))
