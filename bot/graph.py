@@ -4,60 +4,51 @@ A plan is a list of units (JSON objects with `id`, `title`, `needs`, `files`, `c
 `brief` and an optional `estimate` in minutes), written as a JSON array or as JSONL.
 `validate` lists every problem with the unit it concerns; `build_graph` turns a valid plan
 into a `Graph`, from which the rounds (topological layers), the critical path and the
-session bound follow. Pure code: no I/O.
+session bound follow. Pure code, but for the child process that matches `files` against many
+paths.
 
-`files` is a POSIX extended regular expression (what `grep -E` reads) matched against
-repository paths. `compile_ere` translates it into an equivalent Python pattern and refuses
-what ERE does not have, so a plan means the same thing here as in a shell:
-
-- Refused: `(?...)` groups, lazy or possessive quantifiers (`*?`, `+?`, `*+`) and any other
-  repetition operator directly after another, Perl escapes (`\\d \\w \\s \\b`, back-references,
-  any backslash before a letter or digit), a repetition with nothing to repeat (`*a`, `(*a)`,
-  `^*`), a `{` that does not start an interval `{m}`, `{m,}`, `{m,n}` (GNU's `{,n}` included),
-  counts above 32767 (glibc's RE_DUP_MAX), an unmatched `)` (POSIX reads it as a literal;
-  here it must be written `\\)` since it is nearly always a typo), ranges that run backwards or
-  that touch a character class or another range (`[a-c-e]`, as GNU grep refuses), unknown
-  `[:class:]` names, multi-character collating elements, `[:alpha:]` without the outer
-  brackets (POSIX reads it as a set of letters; GNU grep refuses it as the mistake it nearly
-  always is), and the empty expression (it would match every path; write `.*` if meant).
-- Translated: bracket expressions (a backslash inside brackets is a literal, as in POSIX),
-  the POSIX classes in the C locale (`[[:alpha:]]` is `[a-zA-Z]`), single-character
-  `[.x.]` and `[=x=]`, `$` (end of the path, never before a trailing newline) and `.` (any
-  character). A backslash before punctuation is that character, literally.
-- Accepted as GNU grep does: empty groups `()` and empty alternatives `a|`.
-
-For the syntax they share, ERE and Python agree on which strings contain a match (they differ
-only in which match they report), so `Unit.owns` matches with Python's `re` soundly.
+`files` is a POSIX extended regular expression (what `grep -E` reads), compiled and judged by
+bot/ere.py (`compile_ere`, `files_hazard`); the overlap check matches it against the tracked
+paths in a child process with a deadline (bot/matching.py), the one piece of I/O here.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import math
 import re
-import string
-from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from bot.ere import MAX_FILES_CHARS, MAX_MATCH_WAYS, MAX_WIDE_REPEATS, compile_ere, compiled_ere, files_hazard
+from bot.ere import shown as _shown
+from bot.matching import MATCH_TIMEOUT_S, MatchTimeout, match_paths
 
 __all__ = [
     "DEFAULT_MAX_UNITS",
+    "MATCH_TIMEOUT_S",
+    "MAX_FILES_CHARS",
+    "MAX_MATCH_WAYS",
+    "MAX_WIDE_REPEATS",
     "OPTIONAL_KEYS",
     "REQUIRED_KEYS",
     "SLUG",
     "CriticalPath",
     "Graph",
     "InvalidPlan",
+    "MatchTimeout",
     "PlanSyntaxError",
     "Problem",
     "SessionBudget",
     "Unit",
     "build_graph",
     "compile_ere",
+    "files_hazard",
     "is_slug",
     "load_plan",
+    "match_paths",
     "parse_units",
     "validate",
 ]
@@ -67,10 +58,8 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 REQUIRED_KEYS = ("id", "title", "needs", "files", "check", "brief")
 OPTIONAL_KEYS = ("estimate",)
 DEFAULT_MAX_UNITS = 6
-RE_DUP_MAX = 32767
 
 _TEXT_KEYS = ("title", "files", "check", "brief")
-_SHOWN_CHARS = 60
 
 
 def is_slug(text: str) -> bool:
@@ -111,8 +100,12 @@ class Unit:
         )
 
     def owns(self, path: str) -> bool:
-        """Whether the unit may create or modify `path` (its `files` matches somewhere in it)."""
-        return _compiled_ere(self.files).search(path) is not None
+        """Whether the unit may create or modify `path` (its `files` matches somewhere in it).
+
+        Matches in this process, with no deadline: for a few paths. Many paths, or paths an
+        agent chose, go through `match_paths`.
+        """
+        return compiled_ere(self.files).search(path) is not None
 
     def to_json(self) -> dict:
         data: dict[str, object] = {
@@ -214,253 +207,6 @@ def _parse_line(line: str, number: int) -> object:
     )
 
 
-# --------------------------------------------------------------------------- ERE
-
-
-def compile_ere(expression: str) -> re.Pattern[str]:
-    """The Python pattern that matches exactly what the POSIX extended regex `expression` does.
-
-    Raises ValueError saying why when `expression` is not a valid ERE (see the module docstring
-    for what is refused). Use `.search`: `grep -E` semantics, the match may be anywhere.
-    """
-    if expression == "":
-        raise ValueError("the expression is empty, which would match every path; write '.*' if that is meant")
-    source = _EreTranslator(expression).translate()
-    try:
-        return re.compile(source, re.DOTALL)
-    except RecursionError:
-        raise ValueError("the expression is nested too deeply") from None
-
-
-_compiled_ere = functools.lru_cache(maxsize=512)(compile_ere)
-
-# Character classes in the C locale, as (first, last) ranges.
-_POSIX_CLASSES: dict[str, tuple[tuple[str, str], ...]] = {
-    "alpha": (("a", "z"), ("A", "Z")),
-    "digit": (("0", "9"),),
-    "alnum": (("a", "z"), ("A", "Z"), ("0", "9")),
-    "upper": (("A", "Z"),),
-    "lower": (("a", "z"),),
-    "space": tuple((char, char) for char in " \t\n\r\f\v"),
-    "blank": ((" ", " "), ("\t", "\t")),
-    "punct": tuple((char, char) for char in string.punctuation),
-    "print": ((" ", "~"),),
-    "graph": (("!", "~"),),
-    "cntrl": (("\x00", "\x1f"), ("\x7f", "\x7f")),
-    "xdigit": (("0", "9"), ("A", "F"), ("a", "f")),
-}
-
-_ESCAPE_HINTS = {
-    "d": "write [0-9] or [[:digit:]]",
-    "D": "write [^0-9]",
-    "w": "write [[:alnum:]_]",
-    "W": "write [^[:alnum:]_]",
-    "s": "write [[:space:]]",
-    "S": "write [^[:space:]]",
-    "b": "ERE has no word boundaries",
-    "B": "ERE has no word boundaries",
-    "A": "write ^ for the start of the path",
-    "Z": "write $ for the end of the path",
-    "z": "write $ for the end of the path",
-}
-
-_INTERVAL = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
-
-# What came last, for deciding whether a repetition operator has something to repeat.
-_START, _ANCHOR, _ATOM, _REPEAT = "start", "anchor", "atom", "repeat"
-
-
-@dataclass(frozen=True)
-class _NamedClass:
-    name: str
-
-
-class _EreTranslator:
-    """A single left-to-right pass over an ERE that writes the equivalent Python pattern."""
-
-    def __init__(self, expression: str) -> None:
-        self.text = expression
-        self.pos = 0
-        self.out: list[str] = []
-        self.open_groups: list[int] = []
-        self.last = _START
-
-    def translate(self) -> str:
-        while self.pos < len(self.text):
-            self._step(self.text[self.pos])
-        if self.open_groups:
-            raise ValueError(f"the '(' at character {self.open_groups[-1] + 1} is never closed")
-        return "".join(self.out)
-
-    def _step(self, char: str) -> None:
-        if char == "\\":
-            self._escape()
-        elif char == "[":
-            self._bracket()
-        elif char == "(":
-            self._open_group()
-        elif char == ")":
-            self._close_group()
-        elif char in "*+?":
-            self._repeat(char)
-        elif char == "{":
-            self._interval()
-        else:
-            self._plain(char)
-
-    def _plain(self, char: str) -> None:
-        translations = {"|": ("|", _START), "^": ("^", _ANCHOR), "$": (r"\Z", _ANCHOR), ".": (".", _ATOM)}
-        source, kind = translations.get(char, (re.escape(char), _ATOM))
-        self._emit(source, kind, width=1)
-
-    def _emit(self, source: str, kind: str, width: int) -> None:
-        self.out.append(source)
-        self.last = kind
-        self.pos += width
-
-    def _escape(self) -> None:
-        if self.pos + 1 >= len(self.text):
-            raise ValueError(r"the expression ends with a lone backslash; write \\ to match a backslash")
-        char = self.text[self.pos + 1]
-        if char.isascii() and char.isalnum():
-            hint = _ESCAPE_HINTS.get(char) or (
-                "ERE has no back-references"
-                if char.isdigit()
-                else "ERE escapes only its special characters, such as \\. or \\*"
-            )
-            raise ValueError(f"'\\{char}' at character {self.pos + 1} is not POSIX ERE: {hint}")
-        self._emit(re.escape(char), _ATOM, width=2)
-
-    def _open_group(self) -> None:
-        if self.text.startswith("(?", self.pos):
-            raise ValueError(
-                f"'(?' at character {self.pos + 1}: ERE has no (?...) groups"
-                " (non-capturing, named, lookaround or flags); use a plain group (...)"
-            )
-        self.open_groups.append(self.pos)
-        self._emit("(?:", _START, width=1)
-
-    def _close_group(self) -> None:
-        if not self.open_groups:
-            raise ValueError(
-                f"the ')' at character {self.pos + 1} has no matching '('; write \\) to match a parenthesis"
-            )
-        self.open_groups.pop()
-        self._emit(")", _ATOM, width=1)
-
-    def _repeat(self, operator: str) -> None:
-        where = f"'{operator}' at character {self.pos + 1}"
-        if self.last == _REPEAT:
-            raise ValueError(
-                f"{where} follows another repetition operator; ERE has no lazy (*?) or possessive (*+)"
-                " quantifiers (group the first repetition, e.g. (a*)?, if two are meant)"
-            )
-        if self.last in (_START, _ANCHOR):
-            raise ValueError(f"{where} has nothing to repeat; write \\{operator[0]} to match it literally")
-        self._emit(operator, _REPEAT, width=len(operator))
-
-    def _interval(self) -> None:
-        match = _INTERVAL.match(self.text, self.pos)
-        if match is None:
-            raise ValueError(
-                f"the '{{' at character {self.pos + 1} does not start an interval {{m}}, {{m,}} or {{m,n}};"
-                " write \\{ to match a brace"
-            )
-        low = self._count(match.group(1))
-        high = self._count(match.group(3)) if match.group(3) else None
-        if high is not None and high < low:
-            raise ValueError(
-                f"the interval {match.group(0)} at character {self.pos + 1} has its bounds reversed"
-            )
-        self._repeat(match.group(0))
-
-    def _count(self, digits: str) -> int:
-        if len(digits) > len(str(RE_DUP_MAX)) or int(digits) > RE_DUP_MAX:
-            raise ValueError(
-                f"the repetition count {digits[:12]} at character {self.pos + 1} exceeds {RE_DUP_MAX}"
-            )
-        return int(digits)
-
-    def _bracket(self) -> None:
-        opened = self.pos
-        self.pos += 1
-        negated = self._peek() == "^"
-        self.pos += int(negated)
-        items: list[str] = []
-        content_start = self.pos
-        while self._peek() != "]" or not items:
-            if self._peek() is None:
-                raise ValueError(f"the '[' at character {opened + 1} is never closed with ']'")
-            items.append(self._bracket_item())
-        content = self.text[content_start : self.pos]
-        if len(content) > 2 and content[0] == content[-1] == ":" and content.strip(":"):
-            # POSIX reads [:alpha:] as a set of letters; it is nearly always a mistake, as GNU grep says too.
-            raise ValueError(
-                f"'[{content}]' at character {opened + 1} is a set of characters;"
-                f" write [[{content}]] for a class"
-            )
-        self.pos += 1
-        self.out.append("[" + "^" * negated + "".join(items) + "]")
-        self.last = _ATOM
-
-    def _bracket_item(self) -> str:
-        start = self.pos
-        low = self._bracket_element()
-        if not self._at_range_dash():
-            return _class_source(low) if isinstance(low, _NamedClass) else re.escape(low)
-        self.pos += 1
-        high = self._bracket_element()
-        if isinstance(low, _NamedClass) or isinstance(high, _NamedClass):
-            raise ValueError(f"the range at character {start + 1} starts or ends at a character class")
-        if ord(low) > ord(high):
-            raise ValueError(f"the range {low}-{high} at character {start + 1} runs backwards")
-        if self._at_range_dash():
-            raise ValueError(
-                f"the '-' at character {self.pos + 1} follows the range {low}-{high};"
-                " put a literal '-' first or last"
-            )
-        return f"{re.escape(low)}-{re.escape(high)}"
-
-    def _bracket_element(self) -> str | _NamedClass:
-        for opener in ("[:", "[.", "[="):
-            if self.text.startswith(opener, self.pos):
-                return self._bracket_term(opener)
-        char = self.text[self.pos]
-        self.pos += 1
-        return char
-
-    def _bracket_term(self, opener: str) -> str | _NamedClass:
-        closer = opener[1] + "]"
-        end = self.text.find(closer, self.pos + 2)
-        if end < 0:
-            raise ValueError(f"the '{opener}' at character {self.pos + 1} is never closed with '{closer}'")
-        content = self.text[self.pos + 2 : end]
-        where = f"'{opener}{content}{closer}' at character {self.pos + 1}"
-        self.pos = end + 2
-        if opener == "[:":
-            if content not in _POSIX_CLASSES:
-                classes = ", ".join(_POSIX_CLASSES)
-                raise ValueError(f"{where} is not a character class; the classes are {classes}")
-            return _NamedClass(content)
-        if len(content) != 1:
-            raise ValueError(f"{where}: only single-character collating elements are supported")
-        return content
-
-    def _at_range_dash(self) -> bool:
-        return self._peek() == "-" and self._peek(1) not in ("]", None)
-
-    def _peek(self, ahead: int = 0) -> str | None:
-        index = self.pos + ahead
-        return self.text[index] if index < len(self.text) else None
-
-
-def _class_source(named: _NamedClass) -> str:
-    return "".join(
-        re.escape(first) if first == last else f"{re.escape(first)}-{re.escape(last)}"
-        for first, last in _POSIX_CLASSES[named.name]
-    )
-
-
 # --------------------------------------------------------------------------- validation
 
 
@@ -472,20 +218,28 @@ class _Entry:
     label: str  # the id when it is a slug, else "#<index>"
     unit_id: str | None  # the id when it is a string at all
     needs: tuple[str, ...] | None = None  # the string entries of needs, when needs is a list
-    files: str | None = None
-    pattern: re.Pattern[str] | None = None  # files, compiled, when valid
+    files: str | None = None  # when it is a usable expression: valid, and cheap enough to match
 
 
 def validate(
-    raw: object, *, max_units: int = DEFAULT_MAX_UNITS, tracked_paths: Iterable[str] = ()
+    raw: object,
+    *,
+    max_units: int = DEFAULT_MAX_UNITS,
+    tracked_paths: Iterable[str] = (),
+    match_timeout: float = MATCH_TIMEOUT_S,
 ) -> list[Problem]:
     """Every problem with the plan `raw` (a parsed JSON value), each naming its unit.
 
-    Never raises on a JSON value. An empty list means `build_graph` will succeed. Beyond the
+    Never raises on a JSON value (only RuntimeError, when the process that matches `files`
+    against the tracked paths cannot run). An empty list means `build_graph` will succeed. Beyond the
     design card's rules: title, files, check and brief must not be blank; `"estimate": null`
     means no estimate; a need listed twice counts once. Each cycle (strongly connected set of
     units) is reported once, as the shortest cycle through its first declared unit, following
     `needs` (`a -> b` reads "a needs b").
+
+    `files` must also be cheap to match (`files_hazard`), and the overlap check matches in a
+    child process (`match_paths`): an expression that takes longer than `match_timeout` seconds
+    over the tracked paths is a problem of its unit.
     """
     if max_units < 1:
         raise ValueError(f"max_units must be at least 1, got {max_units}")
@@ -499,7 +253,7 @@ def validate(
         problems += shape_problems
     problems += _duplicate_problems(entries)
     problems += _needs_problems(entries)
-    problems += _overlap_problems(entries, tracked_paths)
+    problems += _overlap_problems(entries, tracked_paths, match_timeout)
     problems += _cycle_problems(entries)
     return problems
 
@@ -532,8 +286,9 @@ def _check_unit(index: int, item: object) -> tuple[_Entry, list[Problem]]:
     messages += _needs_messages(item)
     messages += _estimate_messages(item)
     entry.needs = _string_needs(item.get("needs"))
-    entry.files, entry.pattern = _files_pattern(item.get("files"))
-    messages += _files_messages(item.get("files"))
+    files_messages = _files_messages(item.get("files"))
+    entry.files = _usable_files(item.get("files"), files_messages)
+    messages += files_messages
     return entry, [Problem(entry.label, message) for message in messages]
 
 
@@ -599,25 +354,21 @@ def _files_messages(files: object) -> list[str]:
     if not isinstance(files, str) or not files.strip():
         return []  # the type and emptiness are reported with the other text keys
     try:
-        _compiled_ere(files)
+        hazard = files_hazard(files)
     except ValueError as error:
         return [f"files {_shown(files)} is not a valid POSIX extended regular expression: {error}"]
-    return []
+    return [f"files {_shown(files)} {hazard}"] if hazard else []
+
+
+def _usable_files(files: object, files_messages: list[str]) -> str | None:
+    usable = isinstance(files, str) and files.strip() and not files_messages
+    return files if usable else None  # type: ignore[return-value]
 
 
 def _string_needs(needs: object) -> tuple[str, ...] | None:
     if not isinstance(needs, list):
         return None
     return tuple(dict.fromkeys(need for need in needs if isinstance(need, str)))
-
-
-def _files_pattern(files: object) -> tuple[str | None, re.Pattern[str] | None]:
-    if not isinstance(files, str) or not files.strip():
-        return None, None
-    try:
-        return files, _compiled_ere(files)
-    except ValueError:
-        return files, None
 
 
 def _duplicate_problems(entries: list[_Entry]) -> list[Problem]:
@@ -649,23 +400,45 @@ def _needs_problems(entries: list[_Entry]) -> list[Problem]:
     return problems
 
 
-def _overlap_problems(entries: list[_Entry], tracked_paths: Iterable[str]) -> list[Problem]:
-    owning = [entry for entry in entries if entry.pattern is not None]
-    first_path: dict[tuple[int, int], str] = {}  # keyed by positions in `owning`, first < second
-    shared = Counter[tuple[int, int]]()
-    for path in tracked_paths:
-        owners = [
-            position
-            for position, entry in enumerate(owning)
-            if entry.pattern.search(path)  # type: ignore[union-attr]
-        ]
-        for pair in itertools.combinations(owners, 2):
-            first_path.setdefault(pair, path)
-            shared[pair] += 1
-    return [
-        _overlap_problem(owning[first], owning[second], first_path[first, second], shared[first, second])
-        for first, second in sorted(shared)
-    ]
+def _overlap_problems(entries: list[_Entry], tracked_paths: Iterable[str], timeout: float) -> list[Problem]:
+    owning = [entry for entry in entries if entry.files is not None]
+    if len(owning) < 2:
+        return []  # nothing to overlap with: spare the worker
+    paths = list(tracked_paths)
+    matched, problems = _matched_paths(owning, paths, timeout)
+    for first, second in itertools.combinations(range(len(owning)), 2):
+        shared = matched.get(first, set()) & matched.get(second, set())
+        if shared:
+            problems.append(_overlap_problem(owning[first], owning[second], paths[min(shared)], len(shared)))
+    return problems
+
+
+def _matched_paths(
+    owning: list[_Entry], paths: list[str], timeout: float
+) -> tuple[dict[int, set[int]], list[Problem]]:
+    """The positions of the paths each entry's files matches, by position in `owning`; a problem for
+    each entry whose files takes too long, and the others matched nevertheless."""
+    matched: dict[int, set[int]] = {}
+    problems = []
+    start = 0
+    while start < len(owning):
+        expressions = [entry.files for entry in owning[start:]]
+        try:
+            results = match_paths(expressions, paths, timeout=timeout)  # type: ignore[arg-type]
+        except MatchTimeout as slow:
+            results = slow.done
+            slow_entry = owning[start + slow.position]
+            problems.append(Problem(slow_entry.label, _slow_message(slow, len(paths))))
+        matched.update((start + offset, set(found)) for offset, found in enumerate(results))
+        start += len(results) + 1
+    return matched, problems
+
+
+def _slow_message(slow: MatchTimeout, paths: int) -> str:
+    return (
+        f"matching files {_shown(slow.files)} against the {paths} tracked path{'s' * (paths != 1)} took longer"
+        f" than {slow.seconds:g} s; simplify it: anchor it with ^ and use fewer repetitions such as .*"
+    )
 
 
 def _overlap_problem(first: _Entry, second: _Entry, path: str, count: int) -> Problem:
@@ -760,11 +533,6 @@ def _unit_ref(label: str) -> str:
     return f"unit {label}" if label.startswith("#") else f"unit '{label}'"
 
 
-def _shown(text: str) -> str:
-    """`text` quoted, and shortened so that a huge value cannot flood the problem list."""
-    return repr(text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "...")
-
-
 def _describe(value: object) -> str:
     """What a JSON value is, for messages about the wrong type."""
     if value is None:
@@ -785,18 +553,30 @@ def _describe(value: object) -> str:
 
 
 def build_graph(
-    raw: object, *, max_units: int = DEFAULT_MAX_UNITS, tracked_paths: Iterable[str] = ()
+    raw: object,
+    *,
+    max_units: int = DEFAULT_MAX_UNITS,
+    tracked_paths: Iterable[str] = (),
+    match_timeout: float = MATCH_TIMEOUT_S,
 ) -> Graph:
     """The graph of a valid plan; raises InvalidPlan listing every problem otherwise."""
-    problems = validate(raw, max_units=max_units, tracked_paths=tracked_paths)
+    problems = validate(raw, max_units=max_units, tracked_paths=tracked_paths, match_timeout=match_timeout)
     if problems:
         raise InvalidPlan(problems)
     return Graph(tuple(Unit.from_json(item) for item in raw))  # type: ignore[union-attr]
 
 
-def load_plan(text: str, *, max_units: int = DEFAULT_MAX_UNITS, tracked_paths: Iterable[str] = ()) -> Graph:
+def load_plan(
+    text: str,
+    *,
+    max_units: int = DEFAULT_MAX_UNITS,
+    tracked_paths: Iterable[str] = (),
+    match_timeout: float = MATCH_TIMEOUT_S,
+) -> Graph:
     """parse_units, then build_graph."""
-    return build_graph(parse_units(text), max_units=max_units, tracked_paths=tracked_paths)
+    return build_graph(
+        parse_units(text), max_units=max_units, tracked_paths=tracked_paths, match_timeout=match_timeout
+    )
 
 
 # --------------------------------------------------------------------------- the graph

@@ -25,6 +25,7 @@ lanebot's own review of it (bot/verifiers.py); verify failing after the repairs 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,7 @@ from bot.gate import (
 from bot.git import Worktree, git
 from bot.github.issues import split_repository
 from bot.graph import Graph, Unit
+from bot.matching import match_paths
 from bot.lanes import (
     FailureKind,
     LaneFailure,
@@ -164,8 +166,9 @@ class _Merger:
         """Run a resolver on the merge in progress; None when its work is accepted, else why not."""
         assert self.worktree is not None
         unit = self.rt.graph[lane.unit_id]
-        claimants = [self.rt.graph[u] for u in self.rt.graph.ids
-                     if u in self.merged_units and any(self.rt.graph[u].owns(path) for path in conflicted)]
+        merged = [self.rt.graph[u] for u in self.rt.graph.ids if u in self.merged_units]
+        matched = await asyncio.to_thread(match_paths, [m.files for m in merged], conflicted)
+        claimants = [unit for unit, paths in zip(merged, matched) if paths]
         prompt = self.rt.workflow.render_prompt(
             "resolve", issue={"number": self.rt.issue_number}, branch=self.branch, incoming=unit,
             incoming_branch=lane_branch(self.rt.issue_number, unit.id), merged=claimants, paths=conflicted)

@@ -46,6 +46,7 @@ from bot.checks import RETRY_LANE, CheckReport, external_id, finish_check, lane_
 from bot.executor import Job
 from bot.git import Mirror, RefNotFound, Worktree, git
 from bot.graph import Unit
+from bot.matching import MATCH_TIMEOUT_S, MatchTimeout, match_paths
 from bot.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
 from bot.store import runs as store
 from bot.store.models import Lane, utc_now
@@ -103,19 +104,26 @@ def parse_merge_message(message: str) -> tuple[str, int] | None:
     return (match["unit"], int(match["issue"])) if match else None
 
 
-# --------------------------------------------------------------------------- ownership (pure)
+# --------------------------------------------------------------------------- ownership
 
 
-def ownership_violations(unit: Unit, paths: Iterable[str]) -> list[str]:
-    """The paths among `paths` that `unit` may not change, in the order given."""
-    return [path for path in paths if not _may_change(unit, path)]
+def ownership_violations(unit: Unit, paths: Iterable[str], *, timeout: float = MATCH_TIMEOUT_S) -> list[str]:
+    """The paths among `paths` that `unit` may not change, in the order given.
+
+    An agent chose the paths and a planner the expression, so they are matched in a child
+    process with a deadline (`bot.matching.match_paths`): MatchTimeout when `unit.files` takes
+    longer than `timeout` seconds over them.
+    """
+    paths = list(paths)
+    open_to_unit = [path for path in paths if not _protected_from(unit, path)]
+    (owned,) = match_paths([unit.files], open_to_unit, timeout=timeout)
+    allowed = {open_to_unit[position] for position in owned}
+    return [path for path in paths if path not in allowed]
 
 
-def _may_change(unit: Unit, path: str) -> bool:
-    for directory in PROTECTED_DIRECTORIES:
-        if path.startswith(directory) and not _names_directory(unit.files, directory):
-            return False
-    return unit.owns(path)
+def _protected_from(unit: Unit, path: str) -> bool:
+    return any(path.startswith(directory) and not _names_directory(unit.files, directory)
+               for directory in PROTECTED_DIRECTORIES)
 
 
 def _names_directory(files: str, directory: str) -> bool:
@@ -425,7 +433,11 @@ class _Attempt:
             output = "" if isinstance(result, str) else result.final_message
             outcome.failure = LaneFailure(FailureKind.AGENT, reason, self.attempt, output=output)
             return None
-        offending = ownership_violations(self.unit, outcome.changed)
+        try:
+            offending = await asyncio.to_thread(ownership_violations, self.unit, outcome.changed)
+        except MatchTimeout as slow:
+            outcome.failure = LaneFailure(FailureKind.OWNERSHIP, str(slow), self.attempt, paths=tuple(outcome.changed))
+            return None
         if offending:
             shown = ", ".join(offending[:5]) + (f" and {len(offending) - 5} more" if len(offending) > 5 else "")
             outcome.failure = LaneFailure(

@@ -370,7 +370,8 @@ class PlanOutcome:
 def validate_plan_text(
     text: str, *, max_units: int, tracked_paths: Sequence[str]
 ) -> tuple[Graph | None, tuple[str, ...]]:
-    """The graph of a plan written as JSONL or a JSON array, or every problem with it. Pure.
+    """The graph of a plan written as JSONL or a JSON array, or every problem with it (its `files`
+    matched against the tracked paths in a child process with a deadline: call it off the event loop).
 
     Invisible characters are stripped from every string of the plan, written literally or as a
     JSON escape, so that the lanes get exactly what the gate shows a reviewer.
@@ -528,7 +529,7 @@ class _Session:
         if not result.ok:
             error = result.error or f"the {agent.name} agent timed out after {self.workflow.plan.timeout} s"
             return PlanAttempt(number, tuple(problems), transcript, error), None, tree_after
-        graph, plan_problems = self._judge_plan(result.final_message)
+        graph, plan_problems = await asyncio.to_thread(self._judge_plan, result.final_message)
         problems += plan_problems
         attempt = PlanAttempt(number, tuple(problems), transcript, None)
         return attempt, graph if attempt.ok else None, tree_after

@@ -168,7 +168,7 @@ async def _plan(context: Any, run: Run) -> None:
     mirror, base_sha, tracked = await _default_branch(context, run, client)
     hand_plan = _hand_plan(request, issue)
     if hand_plan is not None:
-        outcome = plan_from_hand(hand_plan, workflow=workflow, tracked_paths=tracked)
+        outcome = await to_thread.run_sync(lambda: plan_from_hand(hand_plan, workflow=workflow, tracked_paths=tracked))
     else:
         previous = await to_thread.run_sync(runs.latest_plan, context.engine, run.id) if request.kind == "replan" else None
         outcome = await _run_planner(

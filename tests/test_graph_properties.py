@@ -3,12 +3,25 @@ valid random DAG implies (rounds respect every edge; the critical path is the he
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bot.graph import OPTIONAL_KEYS, REQUIRED_KEYS, Graph, InvalidPlan, build_graph, compile_ere, validate
+from bot.graph import (
+    OPTIONAL_KEYS,
+    REQUIRED_KEYS,
+    Graph,
+    InvalidPlan,
+    build_graph,
+    compile_ere,
+    files_hazard,
+    match_paths,
+    validate,
+)
 
 MAX_UNITS = 8
 modest = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -201,3 +214,65 @@ def test_a_back_edge_is_reported_as_a_cycle_along_real_needs(dag, data):
         assert error.problems == tuple(found)
     else:
         raise AssertionError("a plan with a cycle was built")
+
+
+# --------------------------------------------------------------------------- what files may cost
+
+# Expressions built from the grammar (groups, alternatives, every kind of repetition, nested),
+# so that both accepted and refused ones come up often; and raw text, for the odd corners.
+ere_atoms = st.sampled_from(["a", "b", ".", "[ab]", "[^a]", "[^/]", "\\.", "-", "/", "^", "$", "()", "[[:alpha:]]"])
+ere_grammar = st.recursive(
+    ere_atoms,
+    lambda inner: st.tuples(inner, inner).map("".join)
+    | st.tuples(inner, inner).map(lambda pair: f"({pair[0]}|{pair[1]})")
+    | st.tuples(inner, st.sampled_from(["*", "+", "?", "{2}", "{1,3}", "{0,}", "{2,40}"])).map(
+        lambda pair: f"({pair[0]}){pair[1]}"
+    ),
+    max_leaves=8,
+)
+ere_texts = ere_grammar | st.text(alphabet="ab.^$*+?|()[]{}-:,0123\\=", max_size=12)
+path_texts = st.text(alphabet="ab-[]{}().:=0123x/", max_size=10)
+
+
+@modest
+@given(expression=ere_texts)
+def test_files_hazard_judges_every_valid_expression_and_refuses_only_invalid_ones(expression):
+    try:
+        compile_ere(expression)
+    except ValueError:
+        with pytest.raises(ValueError):
+            files_hazard(expression)
+    else:
+        hazard = files_hazard(expression)
+        assert hazard is None or hazard.strip()
+
+
+@pytest.fixture(scope="module")
+def gnu_grep() -> str:
+    grep = shutil.which("grep")
+    if grep is None or "GNU" not in subprocess.run([grep, "--version"], capture_output=True, text=True).stdout:
+        pytest.skip("GNU grep is not installed")
+    return grep
+
+
+def grep_e_matches(grep: str, expression: str, paths: list[str]) -> list[int] | None:
+    """The 0-based positions of the paths `grep -E` matches, or None when grep refuses the expression."""
+    found = subprocess.run(
+        [grep, "-E", "-n", "-e", expression], input="".join(f"{path}\n" for path in paths),
+        capture_output=True, text=True, env={"LC_ALL": "C"},
+    )
+    if found.returncode > 1:
+        return None
+    return [int(line.split(":", 1)[0]) - 1 for line in found.stdout.splitlines()]
+
+
+@settings(modest, max_examples=80)
+@given(expression=ere_texts, paths=st.lists(path_texts, min_size=1, max_size=8))
+def test_accepted_files_match_in_the_worker_what_grep_e_matches(gnu_grep, expression, paths):
+    try:
+        accepted = files_hazard(expression) is None
+    except ValueError:
+        accepted = False
+    assume(accepted)
+    (matched,) = match_paths([expression], paths)
+    assert matched == grep_e_matches(gnu_grep, expression, paths)
