@@ -37,6 +37,7 @@ from bot.gate import (
     cell_code,
     code_block,
     code_span,
+    largest_fitting_render,
     markdown_cell,
     markdown_text,
     parse_marker,
@@ -715,12 +716,4 @@ def largest_fitting(render: Callable[[int], str], count: int, *, cut_when_nothin
             return None
         note = "\n\n… (cut: GitHub's comment limit)\n"
         return smallest[: COMMENT_LIMIT - len(note)] + note
-    best, low, high = smallest, 0, count - 1
-    while low < high:
-        middle = (low + high + 1) // 2
-        text = render(middle)
-        if len(text) <= COMMENT_LIMIT:
-            best, low = text, middle
-        else:
-            high = middle - 1
-    return best
+    return largest_fitting_render(render, 0, count - 1, smallest)

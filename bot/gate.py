@@ -458,15 +458,16 @@ def _fit(render: Any, count: int) -> str | None:
             return full
         no_briefs = render(_Layout(0, count, detail))
         if len(no_briefs) <= COMMENT_LIMIT:
-            return _largest(lambda briefs: render(_Layout(briefs, count, detail)), 0, count - 1, no_briefs)
+            return largest_fitting_render(lambda briefs: render(_Layout(briefs, count, detail)), 0, count - 1, no_briefs)
         no_rows = render(_Layout(0, 0, detail))
         if len(no_rows) <= COMMENT_LIMIT:
-            return _largest(lambda rows: render(_Layout(0, rows, detail)), 0, count - 1, no_rows)
+            return largest_fitting_render(lambda rows: render(_Layout(0, rows, detail)), 0, count - 1, no_rows)
     return None
 
 
-def _largest(render: Any, low: int, high: int, fitting: str) -> str:
-    """Binary search for the largest n in [low, high] whose rendering fits; `low` is known to."""
+def largest_fitting_render(render: Any, low: int, high: int, fitting: str) -> str:
+    """Binary search for the largest n in [low, high] whose rendering fits GitHub's comment limit;
+    `fitting` is `render(low)`, known to fit."""
     best = fitting
     while low < high:
         middle = (low + high + 1) // 2

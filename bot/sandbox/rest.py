@@ -169,3 +169,11 @@ def owned_by(table: Mapping[int, T], raw: object, repository: Repository) -> T |
     text = str(raw)
     found = table.get(int(text)) if text.isdigit() else None
     return found if found is not None and getattr(found, "repository_id", None) == repository.id else None
+
+
+def owned_or_404(request: Request, table: Mapping[int, T], parameter: str, repository: Repository) -> T:
+    """`owned_by` for a REST route: GitHub's 404 when the repository has no such row."""
+    found = owned_by(table, request.path_params[parameter], repository)
+    if found is None:
+        raise not_found(docs_url(request))
+    return found

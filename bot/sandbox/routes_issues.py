@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from bot.sandbox.core import Sandbox
 from bot.sandbox.errors import GitHubError, invalid_request, missing_field, not_found, validation_failed
-from bot.sandbox.rest import RestRoute, docs_url, json_response, owned_by, paginate, read_json, repository
+from bot.sandbox.rest import RestRoute, docs_url, json_response, owned_or_404, paginate, read_json, repository
 from bot.sandbox.state import REACTION_CONTENTS, Comment, Issue, LabelExists, NotOnIssue, Repository
 
 ISSUES = "https://docs.github.com/rest/issues"
@@ -29,10 +29,7 @@ def _issue(request: Request, repo: Repository) -> Issue:
 
 
 def _comment(request: Request, sandbox: Sandbox, repo: Repository) -> Comment:
-    comment = owned_by(sandbox.state.comments, request.path_params["comment_id"], repo)
-    if comment is None:
-        raise not_found(docs_url(request))
-    return comment
+    return owned_or_404(request, sandbox.state.comments, "comment_id", repo)
 
 
 def _text(request: Request, body: dict[str, Any], name: str, *, required: bool) -> str | None:

@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from bot.sandbox.core import CommentDraft, ReviewRefused, Sandbox
 from bot.sandbox.errors import GitHubError, invalid_request, missing_field, not_found, too_long, validation_failed
-from bot.sandbox.rest import RestRoute, docs_url, json_response, owned_by, paginate, read_json, repository
+from bot.sandbox.rest import RestRoute, docs_url, json_response, owned_or_404, paginate, read_json, repository
 from bot.sandbox.routes_issues import COMMENT_LIMIT
 from bot.sandbox.routes_pulls import find_pull
 from bot.sandbox.state import REVIEW_STATES, SIDES, Account, Issue, Repository, Review, ReviewComment
@@ -100,10 +100,7 @@ def _review(request: Request, repo: Repository, pull: Issue) -> Review:
 
 
 def _review_comment(request: Request, sandbox: Sandbox, repo: Repository) -> ReviewComment:
-    found = owned_by(sandbox.state.review_comments, request.path_params["comment_id"], repo)
-    if found is None:
-        raise not_found(docs_url(request))
-    return found
+    return owned_or_404(request, sandbox.state.review_comments, "comment_id", repo)
 
 
 def _created(sandbox: Sandbox, repo: Repository, comment: ReviewComment) -> Response:
