@@ -3,7 +3,9 @@
 `create_app(settings)` builds it; uvicorn can also import `bot.app:app`, built from the
 environment on first access. Start-up migrates the database, starts the dispatcher (whose first
 pass takes whatever was stored but not processed before a restart) and, with
-LANEBOT_RECOVER_DELIVERIES=1, asks GitHub once for the deliveries it failed to make.
+LANEBOT_RECOVER_DELIVERIES=1, asks GitHub once for the deliveries it failed to make. Shutdown
+stops the intake's writer (bot/webhooks.py) first, so that every delivery handed to it is
+answered, and then the dispatcher.
 Background work (planning, building) runs in `bot.jobs.Jobs`, which resumes unfinished runs at
 start-up and is stopped after the dispatcher.
 `create_setup_app()` serves only the set-up pages, for `lanebot setup` before the App exists.
@@ -59,17 +61,20 @@ def create_app(
         router = all_handlers
     jobs = Jobs(HandlerContext(engine=engine, github=github, settings=settings))
     dispatcher = Dispatcher(engine, router, jobs.context)
+    writer = webhooks.DeliveryWriter(engine, dispatcher.wake)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         await to_thread.run_sync(db.migrate, engine)
         await jobs.resume()
         dispatcher.start()
+        writer.start()
         recovery = asyncio.create_task(_recover_at_startup(github, engine)) if settings.recover_deliveries else None
         log.info("lanebot %s receiving webhooks at %s", __version__, settings.webhook_path)
         try:
             yield
         finally:
+            await writer.stop()
             if recovery is not None:
                 recovery.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -86,7 +91,7 @@ def create_app(
         webhook_path=settings.webhook_path, configured_app_id=settings.app_id,
     )
     routes = [
-        Route(settings.webhook_path, webhooks.make_endpoint(engine, settings.webhook_secret, dispatcher.wake),
+        Route(settings.webhook_path, webhooks.make_endpoint(writer, settings.webhook_secret),
               methods=["POST"]),
         Route("/healthz", _health_endpoint(engine), methods=["GET"]),
         *setup.routes(setup_config),
@@ -96,6 +101,7 @@ def create_app(
     app.state.engine = engine
     app.state.github = github
     app.state.dispatcher = dispatcher
+    app.state.writer = writer
     app.state.jobs = jobs
     return app
 

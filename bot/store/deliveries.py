@@ -1,8 +1,10 @@
 """Webhook deliveries: stored before GitHub gets its answer, processed afterwards in order.
 
-`record` sits in the request path of the webhook intake, so it is one INSERT and nothing
-else; a redelivery (the same X-GitHub-Delivery) is a no-op that returns False. The dispatcher
-is the only consumer: it takes `claim_pending` rows in `seq` order and marks each processed or
+`record_many` sits in the request path of the webhook intake: the intake's writer
+(bot/webhooks.py) hands it every delivery waiting, and it INSERTs them in one transaction with
+one commit, so the batch shares one fsync. `record` does the same for one delivery. A
+redelivery (the same X-GitHub-Delivery) is a no-op that reports False. The dispatcher is the
+only consumer: it takes `claim_pending` rows in `seq` order and marks each processed or
 failed, so rows still pending after a crash are simply taken again on start-up.
 
 On SQLite the writes here (the intake's INSERT, the dispatcher's UPDATE) take turns on a lock
@@ -14,9 +16,11 @@ answers (bench/intake.py; docs/benchmarks.md). Another process still waits on th
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, update
 from sqlalchemy.engine import Engine
@@ -31,6 +35,19 @@ _RECORD_STATEMENTS: dict[str, Insert] = {}
 _SQLITE_WRITE_LOCKS: dict[str, threading.Lock] = {}
 
 
+@dataclass(frozen=True)
+class NewDelivery:
+    """A delivery to store: what the intake read from the request and its payload."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+    installation_id: int | None
+    repository: str | None
+    body: bytes
+    received_at: datetime | None = None  # None: now
+
+
 def record(
     engine: Engine,
     *,
@@ -43,24 +60,55 @@ def record(
     received_at: datetime | None = None,
 ) -> bool:
     """Store a delivery as pending; True if it is new, False if that id was already stored."""
-    if not delivery_id:
+    delivery = NewDelivery(delivery_id, event, action, installation_id, repository, body, received_at)
+    [is_new] = record_many(engine, [delivery])
+    return is_new
+
+
+def record_many(engine: Engine, batch: Sequence[NewDelivery]) -> list[bool]:
+    """Store deliveries as pending in one transaction (one commit), INSERTed in the order given.
+
+    For each delivery, in order: True if it is new, False if its id was already stored, by an
+    earlier delivery of `batch` too. If any INSERT fails, nothing of the batch is stored and the
+    error is raised.
+    """
+    rows = [_pending_row(delivery) for delivery in batch]
+    if not rows:
+        return []
+    # One executemany: SQLAlchemy sends the rows as one multi-row INSERT, whose rows the database
+    # inserts in the order listed (SQLite and PostgreSQL alike), so `seq` keeps the arrival order.
+    with _one_writer(engine), engine.begin() as connection:
+        inserted = set(connection.execute(_record_statement(engine), rows).scalars())
+    return _first_copies_inserted([row["delivery_id"] for row in rows], inserted)
+
+
+def _first_copies_inserted(delivery_ids: list[str], inserted: set[str]) -> list[bool]:
+    """For each id in order: True only for the first copy of an id the INSERT stored."""
+    seen: set[str] = set()
+    answers = []
+    for delivery_id in delivery_ids:
+        answers.append(delivery_id in inserted and delivery_id not in seen)
+        seen.add(delivery_id)
+    return answers
+
+
+def _pending_row(delivery: NewDelivery) -> dict[str, Any]:
+    if not delivery.delivery_id:
         raise ValueError("a delivery needs its X-GitHub-Delivery id; got an empty one")
-    row = {
-        "delivery_id": delivery_id,
-        "event": event,
-        "action": action,
-        "installation_id": installation_id,
-        "repository": repository,
-        "body": body,
-        "received_at": received_at or utc_now(),
+    return {
+        "delivery_id": delivery.delivery_id,
+        "event": delivery.event,
+        "action": delivery.action,
+        "installation_id": delivery.installation_id,
+        "repository": delivery.repository,
+        "body": delivery.body,
+        "received_at": delivery.received_at or utc_now(),
         "status": "pending",
     }
-    with _one_writer(engine), engine.begin() as connection:
-        return connection.execute(_record_statement(engine), row).first() is not None
 
 
 def _record_statement(engine: Engine) -> Insert:
-    """The INSERT `record` runs, built once per dialect: the values travel as parameters.
+    """The INSERT `record_many` runs, built once per dialect: the values travel as parameters.
 
     Building it per call with `.values(...)` (and deriving its cache key from the values)
     cost as much CPU as the INSERT and its commit together (bench/intake.py measured it).
@@ -68,8 +116,10 @@ def _record_statement(engine: Engine) -> Insert:
     dialect = engine.dialect.name
     statement = _RECORD_STATEMENTS.get(dialect)
     if statement is None:
-        # RETURNING, not rowcount: drivers disagree on rowcount for INSERT ... ON CONFLICT.
-        statement = insert_ignoring_duplicates(engine, _DELIVERIES, ["delivery_id"]).returning(_DELIVERIES.c.seq)
+        # RETURNING, not rowcount: drivers disagree on rowcount for INSERT ... ON CONFLICT, and
+        # only the rows inserted come back, so the ids say which of a batch were new.
+        statement = insert_ignoring_duplicates(engine, _DELIVERIES, ["delivery_id"]).returning(
+            _DELIVERIES.c.delivery_id)
         _RECORD_STATEMENTS[dialect] = statement
     return statement
 
