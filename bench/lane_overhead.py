@@ -10,7 +10,7 @@ remote, on repositories of 1,000, 10,000 and 100,000 files, beside `git worktree
 the same repository in the same run. Database and GitHub calls are not part of it.
 
 Part 2, the worked example (examples/worked-example.jsonl) driven by the real orchestrator, its
-agents sleeping their estimates scaled (1 minute = 0.2 s), GitHub faked in process: the measured
+agents sleeping their estimates scaled (1 minute = 0.2 s), against the sandbox GitHub: the measured
 makespan (first lane start to last merge, from the database) against the model's (45 minutes
 under barrier, 30 under eager).
 
@@ -163,30 +163,31 @@ async def makespan(schedule: str) -> tuple[float, float]:
     from bot.github.client import GitHubApp
     from bot.store import runs as store
     from bot.store.db import make_engine, migrate
-    from tests.fake_github import FakeGitHub
-    from tests.lanes_helpers import (
-        ISSUE, OWNER, REPO, RunnerContext, approved_run, make_remote, make_settings, make_workflow_dir,
-    )
+    from tests.lanes_helpers import OWNER, REPO, RunnerContext, approved_run, make_settings, make_workflow_dir
+    from tests.sandbox_helpers import SandboxRepository, served_sandbox
 
     units = [json.loads(line) for line in (ROOT / "examples" / "worked-example.jsonl").read_text().splitlines() if line]
     graph = load_plan("\n".join(json.dumps(u) for u in units))
     model = simulate(graph, None, schedule).makespan * SCALE_S_PER_MINUTE
     with tempfile.TemporaryDirectory(prefix="lanebot-makespan-") as folder:
         root = Path(folder)
-        bare = make_remote(root, {"README.md": "# tasks\n"})
+        (root / "project").mkdir()
         agent = _sleeping_agent(root / "agent.sh", units)
         host = {"build": {"agent": "command", "schedule": schedule, "max_lanes": 4, "timeout": "120s"},
-                "integrate": {"agent": "recipe", "verify": "true", "max_retries": 0}}
+                "integrate": {"agent": "recipe", "verify": "true", "max_retries": 0}, "review": {"enabled": False}}
         os.environ["LANEBOT_WORKFLOWS_DIR"] = str(make_workflow_dir(root, host, ["sh", str(agent)]))
         url = f"sqlite:///{root / 'lanebot.db'}"
         engine = make_engine(url)
         migrate(engine)
-        fake = FakeGitHub(OWNER, REPO, clone_url=str(bare), issue={"number": ISSUE, "title": "Status", "body": ""})
-        settings = make_settings(root, url)
         plan = [{**u, "check": "true"} for u in units]
-        with fake.respx_router():
-            async with GitHubApp(settings) as github:
-                context = RunnerContext(engine=engine, github=github, settings=settings, progress_interval_s=5.0)
+        with served_sandbox(root) as server:
+            github = SandboxRepository.create(server, root / "project", f"{OWNER}/{REPO}", {"README.md": "# tasks\n"},
+                                              organization=True)
+            github.open_issue("Status", "", login="maintainer", role="admin")
+            github.close()
+            settings = make_settings(root, url, server.url)
+            async with GitHubApp(settings) as app:
+                context = RunnerContext(engine=engine, github=app, settings=settings, progress_interval_s=5.0)
                 run_id = approved_run(engine, plan)
                 state = await orchestrator.drive(context, run_id)
                 await orchestrator.shutdown(context)

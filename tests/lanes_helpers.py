@@ -1,5 +1,6 @@
-"""Helpers for the runner-side tests: a bare repository as the remote, a workflow folder with
-host settings, a scripted agent, an approved run in the database, and a context to run it with."""
+"""Helpers for the runner-side tests: git, a workflow folder with host settings, a scripted agent,
+an approved run in the database, and a context to run it with. (GitHub itself, a repository and
+its issue, is the sandbox's: tests.sandbox_helpers.)"""
 
 from __future__ import annotations
 
@@ -14,15 +15,15 @@ from typing import Any
 
 import yaml
 
+from bot.sandbox.state import Ids
 from bot.settings import Settings
 from bot.store import runs as store
 from bot.workflow import DEFAULT_WORKFLOW, deep_merge
 from tests.app_helpers import private_key_pem
-from tests.fake_github import API
 
-ISSUE = 7
+ISSUE = 1  # the sandbox numbers a repository's first issue 1
 OWNER, REPO = "octo-org", "tasks"
-INSTALLATION = 4242
+INSTALLATION = next(Ids().installations)  # the installation a new sandbox makes first (for OWNER)
 GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C",
            "GIT_AUTHOR_NAME": "Someone Else", "GIT_AUTHOR_EMAIL": "someone@example.com",
            "GIT_COMMITTER_NAME": "Someone Else", "GIT_COMMITTER_EMAIL": "someone@example.com"}
@@ -36,7 +37,7 @@ def run_git(*args: str, cwd: Path) -> str:
 
 
 def make_remote(root: Path, files: dict[str, str]) -> Path:
-    """A bare repository standing in for GitHub's, whose `main` holds `files`."""
+    """A bare repository on disk whose `main` holds `files`: a remote for tests of git alone."""
     bare = root / "remote.git"
     work = root / "seed"
     run_git("init", "--quiet", "--bare", "--initial-branch=main", str(bare), cwd=root)
@@ -153,7 +154,7 @@ class Scenario:
         return (self.prompts / f"{key}-{attempt}.md").read_text()
 
 
-def make_settings(root: Path, database_url: str, api_url: str = API, **overrides: Any) -> Settings:
+def make_settings(root: Path, database_url: str, api_url: str, **overrides: Any) -> Settings:
     values: dict[str, Any] = dict(app_id="4711", private_key=private_key_pem(), webhook_secret="secret",
                                   database_url=database_url, github_api_url=api_url, workdir=root / "work",
                                   max_lanes=8, max_runs_per_repo=2)

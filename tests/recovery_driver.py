@@ -5,7 +5,9 @@ LANEBOT_TEST_PAUSE=merge it stops for good half-way through its first lane merge
 --no-commit` done, the merge still in progress, nothing pushed); with LANEBOT_TEST_PAUSE=pushed right after a merge round's push (lanes not yet
 recorded as merged). It writes LANEBOT_TEST_PAUSED_FILE when it stops, so the test knows when.
 
-    python tests/recovery_driver.py <database url> <fake GitHub url> <workdir> <run id>
+    python tests/recovery_driver.py <database url> <GitHub API url> <workdir> <run id> <App private key file>
+
+GitHub is the sandbox the test serves; the App's private key reaches this process in a file.
 """
 
 from __future__ import annotations
@@ -50,10 +52,11 @@ def install_pause(where: str) -> None:
         Worktree.push = push_then_pause  # type: ignore[method-assign]
 
 
-async def main(database_url: str, api_url: str, workdir: str, run_id: int) -> None:
+async def main(database_url: str, api_url: str, workdir: str, run_id: int, private_key_file: str) -> None:
     install_pause(os.environ.get("LANEBOT_TEST_PAUSE", ""))
     engine = make_engine(database_url)
-    settings = make_settings(Path(workdir).parent, database_url, api_url, workdir=Path(workdir))
+    settings = make_settings(Path(workdir).parent, database_url, api_url, workdir=Path(workdir),
+                             private_key=Path(private_key_file).read_text())
     async with GitHubApp(settings) as github:
         context = RunnerContext(engine=engine, github=github, settings=settings)
         runs = await orchestrator.recover_runs(context)
@@ -62,4 +65,4 @@ async def main(database_url: str, api_url: str, workdir: str, run_id: int) -> No
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]))

@@ -166,7 +166,7 @@ async def test_only_the_lane_attempt_that_blocks_the_run_offers_retry_lane(tmp_p
     async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 1},
                      steps=steps) as w:
         assert await w.drive(approved_run(w.context.engine, plan)) == "blocked"
-        failed = [c for c in w.fake.checks_named("lanebot / api") if c["conclusion"] == "failure"]
+        failed = [c for c in w.github.checks_named("lanebot / api") if c["conclusion"] == "failure"]
         assert [c.get("actions") for c in failed] == [[], [RETRY_LANE.to_api()]]
 
 
@@ -176,6 +176,6 @@ async def test_only_the_verify_that_blocks_the_run_offers_rerun_verify(tmp_path,
     async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"},
                      integrate={"verify": "exit 3", "max_retries": 1}) as w:
         assert await w.drive(approved_run(w.context.engine, WORKED_EXAMPLE[:1])) == "blocked"
-        verifies = w.fake.checks_named("lanebot / verify")
+        verifies = w.github.checks_named("lanebot / verify")
         assert [c["conclusion"] for c in verifies] == ["failure", "failure"]
         assert [c.get("actions") for c in verifies] == [[], [RERUN_VERIFY.to_api()]]

@@ -1,39 +1,34 @@
 """From a labelled issue or a `/plan` comment to a gate comment, and every command answered.
 
-The real app runs (intake, dispatcher, background jobs) and gets GitHub's real example payloads
-(/work/shared/github/webhooks), changed only where a test must: the comment body, the label name,
-the commenter's login and type, the comment id (GitHub gives every comment its own), and the
-`installation` a GitHub App's deliveries carry. GitHub is mocked at the HTTP level (respx) by
-`FakeGitHub`, which keeps the issue's comments, labels and reactions as GitHub would and answers
-with bodies shaped like GitHub's documentation. The repository is a real bare git repository on
-disk (its `clone_url`), and the planner is a real subprocess: the `command` adapter running
-`PLANNER` below, configured by the host's workflow (argv) and the repository's
-`.github/lanebot.yml` (served through the contents API).
+The real app runs (intake, dispatcher, background jobs) against the sandbox GitHub (bot/sandbox,
+served from a thread: tests.sandbox_helpers). People act there as they do on github.com (comment,
+label, edit a comment) and the sandbox sends the App the deliveries GitHub would, for their
+actions and for lanebot's own; the test hands each one to the app as it comes, until nothing more
+happens. lanebot authenticates as the App, reads the repository's `.github/lanebot.yml` through
+the contents API and fetches the repository over git's smart HTTP; what it did is read back from
+the sandbox (comments, reactions, labels, the requests it made). The planner is a real
+subprocess: the `command` adapter running `PLANNER` below, configured by the host's workflow
+(argv) and the repository's `.github/lanebot.yml`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
+import contextlib
 import html
-import copy
 import json
 import re
 import shutil
-import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import anyio
 import httpx
 import pytest
-import respx
 import yaml
-
 from gidgethub import sansio
 from sqlmodel import col, select
 
@@ -43,15 +38,17 @@ from bot.github.client import GitHubApp
 from bot.handlers import router
 from bot.jobs import BUILD_UNAVAILABLE, Jobs
 from bot.labels import is_state_label
+from bot.sandbox.faults import Fault
 from bot.store import db, deliveries, runs
 from bot.store.models import Run
-from tests.app_helpers import PAYLOADS, TEST_INSTALLATION, make_settings, post_delivery, running, settle
+from tests.app_helpers import SECRET, WEBHOOK_PATH, make_settings, running, settle
+from tests.sandbox_helpers import SandboxRepository, WebhookInbox, served_sandbox
 
 pytestmark = pytest.mark.anyio
 
-API = "https://api.github.com"
 REPO = "Codertocat/Hello-World"
 ISSUE = 1
+MAINTAINER = "Codertocat"  # owns the repository: admin
 WAIT_LIMIT_SECONDS = 30  # a hang guard, not a timing assertion
 WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
 
@@ -101,63 +98,41 @@ HAND_PLAN = textwrap.dedent('''\
 ''')
 
 
-# --------------------------------------------------------------------------- GitHub, mocked
+# --------------------------------------------------------------------------- GitHub: the sandbox
+
+REPOSITORY_CONFIG = "plan:\n  agent: command\n  max_retries: 2\n"
+PROJECT = {"README.md": "# Hello\n", "src/lexer.py": "TOKENS = []\n", "src/parser.py": "def parse(): ...\n",
+           "tests/test_parser.py": "def test_parse(): ...\n", ".github/lanebot.yml": REPOSITORY_CONFIG}
+COMMENTS = rf"/repos/{REPO}/issues/{ISSUE}/comments"
+PERMISSIONS = rf"/repos/{REPO}/collaborators/[^/]+/permission"
+CONTENTS = rf"/repos/{REPO}/contents/.+"
 
 
-def _user(login: str, kind: str = "User") -> dict[str, Any]:
-    return {"login": login, "id": abs(hash(login)) % 10**8, "node_id": "MDQ6VXNlcjE=", "type": kind,
-            "site_admin": False, "avatar_url": f"https://avatars.githubusercontent.com/u/{login}",
-            "url": f"{API}/users/{login}", "html_url": f"https://github.com/{login}"}
+class GitHub:
+    """The repository and its issue #1 in the sandbox: people acting on them, and what GitHub shows."""
 
+    def __init__(self, repository: SandboxRepository) -> None:
+        self.repository = repository
+        self.sandbox = repository.sandbox
 
-_FLAGS = {
-    "admin": dict(admin=True, maintain=True, push=True, triage=True, pull=True),
-    "maintain": dict(admin=False, maintain=True, push=True, triage=True, pull=True),
-    "write": dict(admin=False, maintain=False, push=True, triage=True, pull=True),
-    "read": dict(admin=False, maintain=False, push=False, triage=False, pull=True),
-}
+    # -- people
 
+    def comment(self, body: str, *, login: str = MAINTAINER, role: str | None = None) -> int:
+        return self.repository.human.comment(REPO, ISSUE, login=login, role=role, body=body)["id"]
 
-class FakeGitHub:
-    """One repository and one issue as GitHub keeps them, behind GitHub's REST endpoints."""
+    def edit_comment(self, comment_id: int, body: str, *, login: str = MAINTAINER) -> None:
+        self.repository.human.edit_comment(REPO, comment_id, login=login, body=body)
 
-    def __init__(self, mock: respx.MockRouter, *, clone_url: str, issue: dict[str, Any], config: str | None) -> None:
-        self.issue = issue
-        self.clone_url = clone_url
-        self.config = config
-        self.roles: dict[str, str] = {"Codertocat": "admin", "reader": "read"}
-        self.comments: list[dict[str, Any]] = []
-        self.repo_labels: dict[str, dict[str, Any]] = {"bug": self._label("bug", "d73a4a", "Something isn't working")}
-        self.issue_labels: list[str] = [label["name"] for label in issue["labels"]]
-        self.reactions: list[tuple[int, str]] = []
-        self.lose_answer_to_first_gate_post = False
-        self._next_id = 9000
-        base = f"{API}/repos/{REPO}"
-        mock.post(url__regex=rf"{API}/app/installations/\d+/access_tokens").respond(
-            201, json={"token": "ghs_16C7e42F292c6912E7710c838347Ae178B4a", "expires_at": "2099-01-01T00:00:00Z",
-                       "permissions": {"issues": "write", "contents": "write"}, "repository_selection": "selected"})
-        self.contents = mock.get(url__regex=rf"{API}/repos/[^/]+/[^/]+/contents/.+").mock(side_effect=self._contents)
-        self.permissions = mock.get(url__regex=rf"{base}/collaborators/[^/]+/permission").mock(side_effect=self._permission)
-        mock.get(base).mock(side_effect=lambda _: httpx.Response(200, json=self._repository()))
-        mock.get(f"{base}/issues/{ISSUE}").mock(side_effect=lambda _: httpx.Response(200, json=self.issue))
-        mock.get(url__regex=rf"{base}/issues/{ISSUE}/comments(\?.*)?$").mock(
-            side_effect=lambda _: httpx.Response(200, json=self.comments))
-        self.comment_posts = mock.post(f"{base}/issues/{ISSUE}/comments").mock(side_effect=self._create_comment)
-        mock.get(url__regex=rf"{base}/issues/comments/\d+$").mock(side_effect=self._get_comment)
-        mock.patch(url__regex=rf"{base}/issues/comments/\d+$").mock(side_effect=self._edit_comment)
-        mock.post(url__regex=rf"{base}/issues/comments/\d+/reactions$").mock(side_effect=self._react)
-        mock.get(url__regex=rf"{base}/labels(\?.*)?$").mock(
-            side_effect=lambda _: httpx.Response(200, json=list(self.repo_labels.values())))
-        mock.post(f"{base}/labels").mock(side_effect=self._create_label)
-        mock.get(url__regex=rf"{base}/issues/{ISSUE}/labels(\?.*)?$").mock(
-            side_effect=lambda _: httpx.Response(200, json=self._labels_of_issue()))
-        mock.post(f"{base}/issues/{ISSUE}/labels").mock(side_effect=self._add_labels)
-        mock.delete(url__regex=rf"{base}/issues/{ISSUE}/labels/.+").mock(side_effect=self._remove_label)
+    def label(self, name: str, *, login: str = MAINTAINER, role: str | None = None) -> None:
+        self.repository.human.add_label(REPO, ISSUE, name, login=login, role=role)
 
-    # -- what the tests read
+    # -- what GitHub shows
+
+    def comments(self) -> list[dict[str, Any]]:
+        return self.repository.comments(ISSUE)
 
     def lanebot_comments(self, kind: str | None = None) -> list[dict[str, Any]]:
-        return [c for c in self.comments if c["user"]["type"] == "Bot"
+        return [c for c in self.comments() if c["by_app"]
                 and (kind is None or c["body"].startswith(f"<!-- lanebot:{kind} "))]
 
     def gates(self) -> list[dict[str, Any]]:
@@ -167,160 +142,21 @@ class FakeGitHub:
         return [c["body"] for c in self.lanebot_comments("answer")]
 
     def state_labels(self) -> list[str]:
-        return [name for name in self.issue_labels if is_state_label(name)]
+        return [name for name in self.repository.labels(ISSUE) if is_state_label(name)]
 
-    # -- the endpoints
+    def reactions(self) -> list[tuple[int, str]]:
+        """lanebot's reactions to comments: (comment id, content)."""
+        bot = self.sandbox.bot.login
+        return [(c["id"], r["content"]) for c in self.comments() for r in c["reactions"] if r["user"] == bot]
 
-    def _next(self) -> int:
-        self._next_id += 1
-        return self._next_id
+    def repository_labels(self) -> list[str]:
+        return self.repository.readout().data["labels"]
 
-    @staticmethod
-    def _label(name: str, color: str = "ededed", description: str | None = None) -> dict[str, Any]:
-        return {"id": abs(hash(name)) % 10**9, "node_id": "LA_kwDO", "url": f"{API}/repos/{REPO}/labels/{name}",
-                "name": name, "color": color, "default": False, "description": description}
-
-    def _repository(self) -> dict[str, Any]:
-        return {"id": 186853002, "node_id": "MDEwOlJlcG9zaXRvcnkxODY4NTMwMDI=", "name": "Hello-World",
-                "full_name": REPO, "private": False, "owner": _user("Codertocat"),
-                "html_url": f"https://github.com/{REPO}", "clone_url": self.clone_url,
-                "default_branch": "main", "visibility": "public"}
-
-    def _contents(self, request: httpx.Request) -> httpx.Response:
-        if self.config is None or not request.url.path.startswith(f"/repos/{REPO}/contents/.github/lanebot.yml"):
-            return httpx.Response(404, json={"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
-        content = base64.b64encode(self.config.encode()).decode()
-        return httpx.Response(200, json={"type": "file", "encoding": "base64", "size": len(self.config),
-                                         "name": "lanebot.yml", "path": ".github/lanebot.yml", "content": content,
-                                         "sha": "3d21ec53a331a6f037a91c368710b99387d012c1"})
-
-    def _permission(self, request: httpx.Request) -> httpx.Response:
-        login = request.url.path.split("/")[-2]
-        role = self.roles.get(login)
-        if role is None:
-            return httpx.Response(404, json={"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
-        folded = {"maintain": "write"}.get(role, role)
-        return httpx.Response(200, json={"permission": folded, "role_name": role,
-                                         "user": {**_user(login), "permissions": _FLAGS[role], "role_name": role}})
-
-    def _comment(self, comment_id: int) -> dict[str, Any] | None:
-        return next((c for c in self.comments if c["id"] == comment_id), None)
-
-    def _create_comment(self, request: httpx.Request) -> httpx.Response:
-        number = self._next()
-        body = json.loads(request.content)["body"]
-        comment = {"id": number, "node_id": f"IC_{number}", "body": body, "user": _user("lanebot[bot]", "Bot"),
-                   "url": f"{API}/repos/{REPO}/issues/comments/{number}",
-                   "html_url": f"https://github.com/{REPO}/issues/{ISSUE}#issuecomment-{number}",
-                   "issue_url": f"{API}/repos/{REPO}/issues/{ISSUE}", "author_association": "NONE",
-                   "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}
-        self.comments.append(comment)
-        if self.lose_answer_to_first_gate_post and GATE.match(body):
-            self.lose_answer_to_first_gate_post = False
-            raise httpx.ReadTimeout("GitHub created the comment; its answer was lost", request=request)
-        return httpx.Response(201, json=comment)
-
-    def _get_comment(self, request: httpx.Request) -> httpx.Response:
-        comment = self._comment(int(request.url.path.rsplit("/", 1)[1]))
-        if comment is None:
-            return httpx.Response(404, json={"message": "Not Found"})
-        return httpx.Response(200, json=comment)
-
-    def _edit_comment(self, request: httpx.Request) -> httpx.Response:
-        comment = self._comment(int(request.url.path.rsplit("/", 1)[1]))
-        assert comment is not None
-        comment["body"] = json.loads(request.content)["body"]
-        return httpx.Response(200, json=comment)
-
-    def _react(self, request: httpx.Request) -> httpx.Response:
-        comment_id = int(request.url.path.split("/")[-2])
-        content = json.loads(request.content)["content"]
-        self.reactions.append((comment_id, content))
-        return httpx.Response(201, json={"id": len(self.reactions), "node_id": "REA_lADO", "content": content,
-                                         "user": _user("lanebot[bot]", "Bot"), "created_at": "2026-01-01T00:00:00Z"})
-
-    def _create_label(self, request: httpx.Request) -> httpx.Response:
-        spec = json.loads(request.content)
-        if spec["name"].casefold() in {name.casefold() for name in self.repo_labels}:
-            return httpx.Response(422, json={"message": "Validation Failed", "errors": [
-                {"resource": "Label", "code": "already_exists", "field": "name"}]})
-        self.repo_labels[spec["name"]] = self._label(spec["name"], spec["color"], spec["description"])
-        return httpx.Response(201, json=self.repo_labels[spec["name"]])
-
-    def _labels_of_issue(self) -> list[dict[str, Any]]:
-        return [self.repo_labels.get(name) or self._label(name) for name in self.issue_labels]
-
-    def _add_labels(self, request: httpx.Request) -> httpx.Response:
-        for name in json.loads(request.content)["labels"]:
-            self.repo_labels.setdefault(name, self._label(name))  # GitHub creates a label it lacks
-            if name not in self.issue_labels:
-                self.issue_labels.append(name)
-        return httpx.Response(200, json=self._labels_of_issue())
-
-    def _remove_label(self, request: httpx.Request) -> httpx.Response:
-        name = unquote(request.url.raw_path.decode().split("/")[-1])
-        if name not in self.issue_labels:
-            return httpx.Response(404, json={"message": "Label does not exist"})
-        self.issue_labels.remove(name)
-        return httpx.Response(200, json=self._labels_of_issue())
-
-
-# --------------------------------------------------------------------------- payloads
-
-
-def _payload(path: str) -> dict[str, Any]:
-    payload = json.loads((PAYLOADS / path).read_text())
-    payload["installation"] = dict(TEST_INSTALLATION)
-    return payload
-
-
-_COMMENT_IDS = iter(range(5000, 10**6))
-
-
-def comment_created(body: str, *, login: str = "Codertocat", kind: str = "User") -> dict[str, Any]:
-    payload = _payload("issue_comment/created.payload.json")
-    payload["comment"]["id"] = next(_COMMENT_IDS)
-    payload["comment"]["body"] = body
-    payload["comment"]["user"]["login"] = login
-    payload["comment"]["user"]["type"] = kind
-    return payload
-
-
-def comment_edited(body: str) -> dict[str, Any]:
-    payload = _payload("issue_comment/edited.payload.json")
-    payload["comment"]["body"] = body
-    return payload
-
-
-def labeled(name: str, *, login: str = "Codertocat") -> dict[str, Any]:
-    payload = _payload("issues/labeled.payload.json")
-    payload["label"]["name"] = name
-    payload["sender"]["login"] = login
-    return payload
+    def served(self, method: str, path: str) -> int:
+        return self.repository.served(method, path)
 
 
 # --------------------------------------------------------------------------- the world
-
-
-def _git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args],
-                   cwd=cwd, check=True, capture_output=True)
-
-
-@pytest.fixture(scope="module")
-def origin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The repository on "GitHub": a bare repository with a few files on `main`."""
-    root = tmp_path_factory.mktemp("origin")
-    work = root / "work"
-    for path, text in {"README.md": "# Hello\n", "src/lexer.py": "TOKENS = []\n", "src/parser.py": "def parse(): ...\n",
-                       "tests/test_parser.py": "def test_parse(): ...\n"}.items():
-        (work / path).parent.mkdir(parents=True, exist_ok=True)
-        (work / path).write_text(text)
-    _git("init", "--quiet", "--initial-branch=main", cwd=work)
-    _git("add", "--all", cwd=work)
-    _git("commit", "--quiet", "-m", "first", cwd=work)
-    _git("clone", "--quiet", "--bare", str(work), str(root / "hello-world.git"), cwd=root)
-    return root / "hello-world.git"
 
 
 @pytest.fixture
@@ -346,37 +182,56 @@ def host_workflows(tmp_path: Path, planner_state: Path, monkeypatch: pytest.Monk
     return folder
 
 
-REPOSITORY_CONFIG = "plan:\n  agent: command\n  max_retries: 2\n"
-
-
 class World:
     """The running app, GitHub behind it, and the planner's record of what it was asked."""
 
-    def __init__(self, app: Any, client: httpx.AsyncClient, github: FakeGitHub, planner_state: Path) -> None:
+    def __init__(self, app: Any, client: httpx.AsyncClient, github: GitHub, inbox: WebhookInbox,
+                 app_github: GitHubApp, planner_state: Path) -> None:
         self.app = app
         self.client = client
         self.github = github
+        self.inbox = inbox
+        self.app_github = app_github
         self.planner_state = planner_state
         self.engine = app.state.engine
 
-    async def send(self, event: str, payload: dict[str, Any]) -> None:
-        response = await post_delivery(self.client, event, payload)
+    async def comment(self, body: str, *, login: str = MAINTAINER, role: str | None = None) -> int:
+        """A person's comment on the issue, once everything it set off has settled; its id."""
+        comment_id = self.github.comment(body, login=login, role=role)
+        await self.settled()
+        return comment_id
+
+    async def label(self, name: str, *, login: str = MAINTAINER, role: str | None = None) -> None:
+        self.github.label(name, login=login, role=role)
+        await self.settled()
+
+    def delivered(self) -> list[tuple[dict[str, str], bytes]]:
+        """Every delivery the sandbox has sent since the last call, oldest first."""
+        self.github.repository.human.drain()
+        return self.inbox.take()
+
+    async def hand_on(self, delivery: tuple[dict[str, str], bytes]) -> None:
+        headers, body = delivery
+        response = await self.client.post(WEBHOOK_PATH, content=body, headers=headers)
         assert response.status_code == 202, response.text
 
     async def settled(self) -> None:
-        """Every delivery handled and every background job finished, none of them failed."""
+        """Every delivery handed on and handled, and every background job finished, none of them
+        failed; until what lanebot did sets off nothing more."""
         with anyio.fail_after(WAIT_LIMIT_SECONDS):
-            await settle(self.app)
-            await self.app.state.jobs.wait_idle()
+            while True:
+                await settle(self.app)
+                await self.app.state.jobs.wait_idle()
+                batch = self.delivered()
+                if not batch:
+                    break
+                for delivery in batch:
+                    await self.hand_on(delivery)
         failed = [(row.event, row.error) for row in deliveries.list_recent(self.engine, 500) if row.status != "processed"]
         assert failed == []
         problems = [(event.kind, event.data) for run in self.runs() for event in runs.run_events(self.engine, run.id)
                     if event.kind == "job_failed"]
         assert problems == []
-
-    async def step(self, event: str, payload: dict[str, Any]) -> None:
-        await self.send(event, payload)
-        await self.settled()
 
     def runs(self) -> list[Run]:
         with db.session(self.engine) as session:
@@ -394,22 +249,31 @@ class World:
 
 
 @pytest.fixture
-async def world(engine, tmp_path, origin, host_workflows, planner_state) -> AsyncIterator[World]:
-    settings = make_settings(str(engine.url), workdir=tmp_path / "work")
-    issue = copy.deepcopy(_payload("issue_comment/created.payload.json")["issue"])
+async def world(engine, tmp_path, host_workflows, planner_state) -> AsyncIterator[World]:
+    inbox = WebhookInbox()
 
     async def no_sleep(_seconds: float) -> None:
         await asyncio.sleep(0)
 
-    with respx.mock(base_url=API, assert_all_called=False) as mock:
-        github = FakeGitHub(mock, clone_url=str(origin), issue=issue, config=REPOSITORY_CONFIG)
-        app_github = GitHubApp(settings, sleep=no_sleep)
-        app = create_app(settings, engine=engine, github=app_github)
-        try:
-            async with running(app) as client:
-                yield World(app, client, github, planner_state)
-        finally:
-            await app_github.aclose()
+    with served_sandbox(tmp_path, webhook_url=f"http://lanebot.test{WEBHOOK_PATH}", webhook_secret=SECRET,
+                        webhook_client=inbox.client()) as server:
+        (tmp_path / "hello-world").mkdir()
+        repository = SandboxRepository.create(server, tmp_path / "hello-world", REPO, PROJECT, private=False)
+        with contextlib.closing(repository):
+            assert repository.open_issue("Spelling error in the README file",
+                                         "It looks like you accidently spelled 'commit' with two 't's.",
+                                         login=MAINTAINER) == ISSUE
+            repository.human.add_collaborator(REPO, "reader", "read")
+            settings = make_settings(str(engine.url), workdir=tmp_path / "work", github_api_url=server.url)
+            app_github = GitHubApp(settings, sleep=no_sleep)
+            app = create_app(settings, engine=engine, github=app_github)
+            try:
+                async with running(app) as client:
+                    world = World(app, client, GitHub(repository), inbox, app_github, planner_state)
+                    await world.settled()  # the App's installation and the issue, as GitHub delivers them
+                    yield world
+            finally:
+                await app_github.aclose()
 
 
 def assert_state_label(world: World, expected: str | None) -> None:
@@ -421,7 +285,7 @@ def assert_state_label(world: World, expected: str | None) -> None:
 
 
 async def test_the_trigger_label_plans_the_issue_and_posts_one_gate_comment(world):
-    await world.step("issues", labeled("lanebot"))
+    await world.label("lanebot")
 
     run = world.run()
     assert (run.state, run.plan_revision, run.requested_by) == ("awaiting_approval", 1, "Codertocat")
@@ -430,29 +294,28 @@ async def test_the_trigger_label_plans_the_issue_and_posts_one_gate_comment(worl
     assert "```mermaid" in gate["body"] and "`/approve`" in gate["body"]
     assert run.gate_comment_id == gate["id"]
     assert_state_label(world, "lanebot:awaiting-approval")
-    assert {"lanebot:planning", "lanebot:running", "lanebot:failed"} <= world.github.repo_labels.keys()
-    assert world.github.repo_labels["lanebot:planning"]["color"] != "ededed"  # created with its colour
+    assert {"lanebot:planning", "lanebot:running", "lanebot:failed"} <= set(world.github.repository_labels())
+    assert world.github.repository.label_colour("lanebot:planning") != "ededed"  # created with its colour
     [prompt] = world.prompts()
     assert "Tokens for the new syntax" not in prompt and "src/lexer.py" in prompt  # tracked paths reached it
 
 
-async def test_the_trigger_label_added_by_a_reader_is_answered_and_plans_nothing(world):
-    await world.step("issues", labeled("lanebot", login="reader"))
+async def test_the_trigger_label_added_by_a_triager_is_answered_and_plans_nothing(world):
+    await world.label("lanebot", login="triager", role="triage")  # triage may label, but not command lanebot
     assert world.runs() == []
     [answer] = world.github.answers()
-    assert "@reader: `label lanebot`: commanding lanebot here needs the write role or higher" in answer
+    assert "@triager: `label lanebot`: commanding lanebot here needs the write role or higher" in answer
 
 
 async def test_another_label_or_lanebots_own_state_label_plans_nothing(world):
-    await world.step("issues", labeled("bug"))
-    await world.step("issues", labeled("lanebot:planning"))
-    assert world.runs() == [] and world.github.comments == []
+    await world.label("bug")
+    await world.label("lanebot:planning")
+    assert world.runs() == [] and world.github.comments() == []
 
 
 async def test_a_plan_that_fails_validation_twice_then_passes_gets_one_gate_comment(world):
     world.set_planner("invalid-twice")
-    plan = comment_created("/plan")
-    await world.step("issue_comment", plan)
+    plan = await world.comment("/plan")
 
     assert world.run().state == "awaiting_approval"
     assert len(world.github.gates()) == 1
@@ -467,13 +330,13 @@ async def test_a_plan_that_fails_validation_twice_then_passes_gets_one_gate_comm
     assert refused not in prompts[0]
     overlap = "unit 'lexer': files '^src/' overlaps unit 'parser'"
     assert all(refused in prompt and overlap in prompt.split(refused)[1] for prompt in prompts[1:])
-    assert world.github.reactions == [(plan["comment"]["id"], "eyes")]
+    assert world.github.reactions() == [(plan, "eyes")]
     assert_state_label(world, "lanebot:awaiting-approval")
 
 
 async def test_a_planner_that_never_produces_a_valid_plan_fails_the_run_with_every_error(world):
     world.set_planner("never")
-    await world.step("issue_comment", comment_created("/plan"))
+    await world.comment("/plan")
 
     run = world.run()
     assert run.state == "failed" and "lexer -> parser -> lexer" in run.error
@@ -485,7 +348,7 @@ async def test_a_planner_that_never_produces_a_valid_plan_fails_the_run_with_eve
 
 
 async def test_a_hand_written_plan_in_the_plan_comment_is_gated_without_any_agent_session(world):
-    await world.step("issue_comment", comment_created(HAND_PLAN))
+    await world.comment(HAND_PLAN)
 
     run = world.run()
     assert run.state == "awaiting_approval"
@@ -498,19 +361,20 @@ async def test_a_hand_written_plan_in_the_plan_comment_is_gated_without_any_agen
 
 
 async def test_a_lost_answer_to_the_gate_post_does_not_make_a_second_gate(world):
-    world.github.lose_answer_to_first_gate_post = True
-    await world.step("issue_comment", comment_created(HAND_PLAN))
+    lost = world.github.sandbox.faults.add(Fault("POST", COMMENTS, drop_answer=True, body_contains="lanebot:gate run="))
+    await world.comment(HAND_PLAN)
 
+    assert [fault for _, _, fault in world.github.sandbox.faults.fired] == [lost]
     [gate] = world.github.gates()
-    gate_posts = [call for call in world.github.comment_posts.calls
-                  if GATE.match(json.loads(call.request.content)["body"])]
-    assert len(gate_posts) == 1  # the marker was looked for before posting again
+    posts = world.github.served("POST", COMMENTS)
+    assert posts == len(world.github.lanebot_comments()) == 1  # the marker was looked for before posting again
     assert world.run().gate_comment_id == gate["id"]
 
 
-async def test_a_broken_repository_configuration_answers_with_its_problems(world):
-    world.github.config = "plan:\n  max_unit: 3\n"
-    await world.step("issue_comment", comment_created("/plan"))
+async def test_a_broken_repository_configuration_answers_with_its_problems(world, tmp_path):
+    world.github.repository.commit({".github/lanebot.yml": "plan:\n  max_unit: 3\n"}, "Tune lanebot",
+                                   tmp_path / "scratch")
+    await world.comment("/plan")
     assert world.runs() == []
     [answer] = world.github.answers()
     assert "@Codertocat: `/plan`: lanebot cannot read this repository's settings" in answer
@@ -521,37 +385,42 @@ async def test_a_broken_repository_configuration_answers_with_its_problems(world
 
 
 async def test_approve_by_a_reader_is_refused_with_a_reply_quoting_it_and_nothing_else(world):
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    reactions_before = list(world.github.reactions)
+    await world.comment(HAND_PLAN)
+    reactions_before = world.github.reactions()
 
-    await world.step("issue_comment", comment_created("/approve  please", login="reader"))
+    await world.comment("/approve  please", login="reader", role="read")
 
     assert world.run().state == "awaiting_approval"
     [answer] = world.github.answers()
     assert "@reader: `/approve  please`:" in answer
     assert "needs the write role or higher, and your role is read" in answer
     assert "Valid now, for a run that is awaiting approval: `/approve`" in answer
-    assert world.github.reactions == reactions_before
+    assert world.github.reactions() == reactions_before
     assert_state_label(world, "lanebot:awaiting-approval")
 
 
 async def test_approve_by_a_bot_is_ignored_without_asking_github_anything(world):
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    asked, comments = world.github.permissions.call_count, len(world.github.comments)
+    await world.comment(HAND_PLAN)
+    before = len(world.github.repository.api_requests())
+    bot = world.app_github.installation_client(world.github.repository.installation_id, REPO)  # the App's bot
+    owner, name = REPO.split("/")
+    await bot.post("/repos/{owner}/{repo}/issues/{issue_number}/comments",
+                   {"owner": owner, "repo": name, "issue_number": ISSUE}, data={"body": "/approve"})
 
-    await world.step("issue_comment", comment_created("/approve", login="helper-app[bot]", kind="Bot"))
+    await world.settled()
 
     assert world.run().state == "awaiting_approval"
-    assert (world.github.permissions.call_count, len(world.github.comments)) == (asked, comments)
+    assert world.github.repository.api_requests()[before:] == [("POST", COMMENTS, 201)]  # the bot's own post
 
 
 async def test_approve_in_an_edited_comment_is_ignored(world):
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    comments = len(world.github.comments)
+    plan = await world.comment(HAND_PLAN)
+    comments = len(world.github.comments())
 
-    await world.step("issue_comment", comment_edited("/approve"))
+    world.github.edit_comment(plan, "/approve")
+    await world.settled()
 
-    assert world.run().state == "awaiting_approval" and len(world.github.comments) == comments
+    assert world.run().state == "awaiting_approval" and len(world.github.comments()) == comments
 
 
 # --------------------------------------------------------------------------- approving
@@ -577,9 +446,13 @@ class RecordingOrchestrator:
 
 async def test_twenty_approvals_at_once_move_the_run_once_and_start_one_build(world):
     orchestrator = world.app.state.jobs.orchestrator = RecordingOrchestrator()
-    await world.step("issue_comment", comment_created(HAND_PLAN))
+    await world.comment(HAND_PLAN)
 
-    await asyncio.gather(*(world.send("issue_comment", comment_created("/approve")) for _ in range(20)))
+    for _ in range(20):
+        world.github.comment("/approve")
+    approvals = world.delivered()
+    assert len(approvals) == 20
+    await asyncio.gather(*(world.hand_on(delivery) for delivery in approvals))
     await world.settled()
 
     run = world.run()
@@ -589,16 +462,19 @@ async def test_twenty_approvals_at_once_move_the_run_once_and_start_one_build(wo
     assert orchestrator.driven == [run.id]
     answers = world.github.answers()
     assert len(answers) == 19 and all("cannot approve a run that is running" in answer for answer in answers)
-    assert len(world.github.reactions) == 21  # /plan, then every /approve was seen
+    assert len(world.github.reactions()) == 21  # /plan, then every /approve was seen
     assert_state_label(world, "lanebot:running")
 
 
 async def test_approvals_handled_concurrently_are_decided_by_the_database(world):
     orchestrator = world.app.state.jobs.orchestrator = RecordingOrchestrator()
-    await world.step("issue_comment", comment_created(HAND_PLAN))
+    await world.comment(HAND_PLAN)
 
-    events = [sansio.Event(comment_created("/approve"), event="issue_comment", delivery_id=f"direct-{n}")
-              for n in range(20)]
+    for _ in range(20):
+        world.github.comment("/approve")
+    events = [sansio.Event(json.loads(body), event=headers["X-GitHub-Event"], delivery_id=headers["X-GitHub-Delivery"])
+              for headers, body in world.delivered()]
+    assert len(events) == 20
     context = world.app.state.jobs.context
     await asyncio.gather(*(router.dispatch(event, context=context) for event in events))
     await world.settled()
@@ -610,17 +486,17 @@ async def test_approvals_handled_concurrently_are_decided_by_the_database(world)
 
 async def test_retry_names_a_failed_lane_and_is_handed_to_the_orchestrator(world):
     orchestrator = world.app.state.jobs.orchestrator = RecordingOrchestrator()
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    await world.step("issue_comment", comment_created("/retry docs"))  # not blocked yet
+    await world.comment(HAND_PLAN)
+    await world.comment("/retry docs")  # not blocked yet
     run = world.run()
     [lane] = runs.create_lanes(world.engine, run.id, [["docs"]])
-    await world.step("issue_comment", comment_created("/approve"))
+    await world.comment("/approve")
     assert runs.set_lane_state(world.engine, lane.id, "pending", "running")
     assert runs.set_lane_state(world.engine, lane.id, "running", "failed", failure="check failed")
     assert runs.transition(world.engine, run.id, "running", "blocked")
 
-    await world.step("issue_comment", comment_created("/retry parser"))
-    await world.step("issue_comment", comment_created("/retry docs"))
+    await world.comment("/retry parser")
+    await world.comment("/retry docs")
 
     not_blocked, unknown = world.github.answers()
     assert "cannot retry a run that is awaiting approval" in not_blocked
@@ -630,17 +506,17 @@ async def test_retry_names_a_failed_lane_and_is_handed_to_the_orchestrator(world
 
 async def test_cancel_of_a_building_run_asks_the_orchestrator_to_stop_it(world):
     orchestrator = world.app.state.jobs.orchestrator = RecordingOrchestrator()
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    await world.step("issue_comment", comment_created("/approve"))
-    await world.step("issue_comment", comment_created("/cancel"))
+    await world.comment(HAND_PLAN)
+    await world.comment("/approve")
+    await world.comment("/cancel")
     assert world.run().state == "cancelled" and orchestrator.cancelled == [world.run().id]
     assert_state_label(world, None)
 
 
 async def test_without_an_orchestrator_an_approved_run_records_that_no_build_is_available(world):
     world.app.state.jobs.orchestrator = "bot.no_such_orchestrator_module"
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    await world.step("issue_comment", comment_created("/approve"))
+    await world.comment(HAND_PLAN)
+    await world.comment("/approve")
 
     run = world.run()
     assert run.state == "running"
@@ -652,11 +528,11 @@ async def test_without_an_orchestrator_an_approved_run_records_that_no_build_is_
 
 
 async def test_replan_sends_the_feedback_and_previous_plan_to_the_planner_and_supersedes_the_old_gate(world):
-    await world.step("issue_comment", comment_created("/plan"))
+    await world.comment("/plan")
     assert_state_label(world, "lanebot:awaiting-approval")
     [first_gate] = world.github.gates()
 
-    await world.step("issue_comment", comment_created("/replan Keep it to one unit, please."))
+    await world.comment("/replan Keep it to one unit, please.")
 
     run = world.run()
     assert (run.state, run.plan_revision) == ("awaiting_approval", 2)
@@ -676,40 +552,40 @@ async def test_replan_sends_the_feedback_and_previous_plan_to_the_planner_and_su
 
 
 async def test_reject_ends_the_run_removes_the_state_label_and_lets_a_new_plan_start(world):
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    await world.step("issue_comment", comment_created("/reject too big"))
+    await world.comment(HAND_PLAN)
+    await world.comment("/reject too big")
     assert world.run().state == "rejected"
     assert_state_label(world, None)
 
-    await world.step("issue_comment", comment_created(HAND_PLAN))
+    await world.comment(HAND_PLAN)
     assert [run.state for run in world.runs()] == ["rejected", "awaiting_approval"]
     assert_state_label(world, "lanebot:awaiting-approval")
 
 
 async def test_cancel_stops_the_run_and_a_command_not_valid_now_gets_the_lifecycles_answer(world):
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    await world.step("issue_comment", comment_created("/cancel"))
+    await world.comment(HAND_PLAN)
+    await world.comment("/cancel")
     assert world.run().state == "cancelled"
     assert_state_label(world, None)
 
-    await world.step("issue_comment", comment_created("/approve"))
+    await world.comment("/approve")
     [answer] = world.github.answers()
     assert "@Codertocat: `/approve`: cannot approve a run that is cancelled." in answer
     assert "`/plan [notes]`" in answer
 
 
 async def test_plan_while_a_run_is_active_answers_with_its_state(world):
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    await world.step("issue_comment", comment_created("/plan again"))
+    await world.comment(HAND_PLAN)
+    await world.comment("/plan again")
     assert len(world.runs()) == 1
     [answer] = world.github.answers()
     assert "cannot plan a run that is awaiting approval" in answer and "`/approve`" in answer
 
 
 async def test_status_and_help_answer_with_the_runs_state_and_the_commands_valid_now(world):
-    await world.step("issue_comment", comment_created("/status"))
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    await world.step("issue_comment", comment_created("/status\n/help"))
+    await world.comment("/status")
+    await world.comment(HAND_PLAN)
+    await world.comment("/status\n/help")
 
     no_run, status, help_answer = world.github.answers()
     assert "This issue has no lanebot run" in no_run
@@ -719,8 +595,8 @@ async def test_status_and_help_answer_with_the_runs_state_and_the_commands_valid
 
 
 async def test_an_unknown_command_and_a_missing_argument_are_answered_with_the_problem(world):
-    await world.step("issue_comment", comment_created(HAND_PLAN))
-    await world.step("issue_comment", comment_created("/aprove\n/replan"))
+    await world.comment(HAND_PLAN)
+    await world.comment("/aprove\n/replan")
 
     typo, usage = world.github.answers()
     assert "@Codertocat: `/aprove`:" in typo and "did you mean" in typo and "/approve" in typo
@@ -729,19 +605,21 @@ async def test_an_unknown_command_and_a_missing_argument_are_answered_with_the_p
 
 
 async def test_fix_on_an_issue_is_answered_as_invalid(world):
-    await world.step("issue_comment", comment_created("/fix the tests"))
+    await world.comment("/fix the tests")
     [answer] = world.github.answers()
     assert "@Codertocat: `/fix the tests`:" in answer and "pull request" in answer
     assert world.runs() == []
 
 
 async def test_a_comment_without_commands_costs_no_request(world):
-    await world.step("issue_comment", comment_created("Thanks, looks good to me."))
-    assert world.github.permissions.call_count == 0 and world.github.contents.call_count == 0
+    asked_permissions, read_settings = world.github.served("GET", PERMISSIONS), world.github.served("GET", CONTENTS)
+    await world.comment("Thanks, looks good to me.")
+    assert world.github.served("GET", PERMISSIONS) == asked_permissions
+    assert world.github.served("GET", CONTENTS) == read_settings
 
 
 async def test_a_run_left_in_planning_by_a_restart_is_planned_again_at_start_up(world):
-    run = runs.create_run(world.engine, installation_id=TEST_INSTALLATION["id"], repository=REPO,
+    run = runs.create_run(world.engine, installation_id=world.github.repository.installation_id, repository=REPO,
                           issue_number=ISSUE, requested_by="Codertocat")
     await world.app.state.jobs.resume()
     await world.settled()
@@ -750,14 +628,15 @@ async def test_a_run_left_in_planning_by_a_restart_is_planned_again_at_start_up(
 
 
 async def test_a_plan_step_that_cannot_fetch_the_repository_fails_the_run_without_showing_the_details(world, tmp_path):
-    world.github.clone_url = str(tmp_path / "no-such-repository.git")
-    await world.step("issue_comment", comment_created("/plan"))
+    world.github.sandbox.faults.add(Fault("GET", rf"/{REPO}\.git/info/refs", status=404, times=None))
+    remote = f"{world.github.repository.server.url}/{REPO}.git"
+    await world.comment("/plan")
 
     run = world.run()
-    assert run.state == "failed" and "GitError" in run.error and "no-such-repository" in run.error
+    assert run.state == "failed" and "GitError" in run.error and remote in run.error
     [failed] = world.github.lanebot_comments("plan-failed")
     assert "an internal error stopped it" in failed["body"] and "GitError" in failed["body"]
-    assert "no-such-repository" not in failed["body"] and str(tmp_path) not in failed["body"]
+    assert remote not in failed["body"] and str(tmp_path) not in failed["body"]
     assert_state_label(world, "lanebot:failed")
 
 

@@ -1,9 +1,11 @@
-"""The runner side end to end, in process: real git (a bare repository is the remote), real agent
-subprocesses (the recipe adapter, and a scripted `command` agent), GitHub faked over respx.
+"""The runner side end to end, in process: real git, real agent subprocesses (the recipe adapter,
+and a scripted `command` agent), and the sandbox GitHub served from a thread (tests.sandbox_helpers):
+lanebot authenticates as the App, fetches and pushes over git's smart HTTP, and uses GitHub's REST
+routes as it would on github.com.
 
 Each test approves a plan in the database and drives the run with `bot.orchestrator`, then
-looks at what GitHub and the remote would show: branches and their history, check runs, the
-progress comment, labels, the pull request.
+looks at what GitHub would show: branches and their history (in the sandbox's git store), check
+runs, the progress comment, labels, the pull request.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import contextlib
 import logging
 import shutil
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,8 @@ from bot.lanes import integration_branch, lane_branch
 from bot.lifecycle import InvalidTransition
 from bot.store import runs as store
 from bot.store.db import make_engine
-from tests.fake_github import TOKEN, FakeGitHub
 from tests.lanes_helpers import (
+    INSTALLATION,
     ISSUE,
     OWNER,
     REPO,
@@ -35,7 +37,6 @@ from tests.lanes_helpers import (
     approved_run,
     first_parent_subjects,
     has_branch,
-    make_remote,
     make_settings,
     make_workflow_dir,
     recipe,
@@ -43,6 +44,7 @@ from tests.lanes_helpers import (
     tree_paths,
     unit,
 )
+from tests.sandbox_helpers import Readout, SandboxRepository, recording_tokens, served_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -66,9 +68,13 @@ VERIFY_ALL = "test -f migrations/001_status.sql && test -f app/api/status.py && 
 @dataclass
 class World:
     context: RunnerContext
-    fake: FakeGitHub
-    bare: Path
+    github: SandboxRepository
     scenario: Scenario
+    tokens: list[str] = field(default_factory=list)  # every installation token lanebot was given
+
+    @property
+    def bare(self) -> Path:
+        return self.github.bare
 
     async def drive(self, run_id: int) -> str:
         return await asyncio.wait_for(orchestrator.drive(self.context, run_id), WAIT_LIMIT_S)
@@ -93,25 +99,29 @@ async def world(
     integrate: dict[str, Any] | None = None, steps: dict[str, Any] | None = None, files: dict[str, str] = PROJECT,
     pull_request: dict[str, Any] | None = None,
 ) -> AsyncIterator[World]:
-    bare = make_remote(tmp_path, files)
     (tmp_path / "agent").mkdir()
     scenario = Scenario(tmp_path / "agent", steps or {})
     host = {"build": {"max_retries": 1, "timeout": "60s", **build},
             "integrate": {"agent": "recipe", "verify": "true", "max_retries": 0, **(integrate or {})},
             "pull_request": pull_request or {}}
     monkeypatch.setenv("LANEBOT_WORKFLOWS_DIR", str(make_workflow_dir(tmp_path, host, scenario.argv())))
-    fake = FakeGitHub(OWNER, REPO, clone_url=str(bare),
-                      issue={"number": ISSUE, "title": "Show task status", "body": "Tasks need a status."})
     engine = make_engine(sqlite_url)
-    settings = make_settings(tmp_path, sqlite_url)
+    (tmp_path / "project").mkdir()
     try:
-        with fake.respx_router():
-            async with GitHubApp(settings) as github:
-                context = RunnerContext(engine=engine, github=github, settings=settings)
-                try:
-                    yield World(context, fake, bare, scenario)
-                finally:
-                    await orchestrator.shutdown(context)
+        with served_sandbox(tmp_path) as server:
+            github = SandboxRepository.create(server, tmp_path / "project", f"{OWNER}/{REPO}", files,
+                                              first_commit="The project before the issue", organization=True)
+            with contextlib.closing(github):
+                assert github.installation_id == INSTALLATION, "approved_run records the sandbox's first installation"
+                assert github.open_issue("Show task status", "Tasks need a status.", login="maintainer",
+                                         role="admin") == ISSUE
+                settings = make_settings(tmp_path, sqlite_url, server.url)
+                async with recording_tokens() as (http, tokens), GitHubApp(settings, http) as app:
+                    context = RunnerContext(engine=engine, github=app, settings=settings)
+                    try:
+                        yield World(context, github, scenario, tokens)
+                    finally:
+                        await orchestrator.shutdown(context)
     finally:
         engine.dispose()
 
@@ -130,12 +140,12 @@ async def eventually(condition: Any, what: str) -> None:
 
 @dataclass
 class Finished:
-    """What a finished run left: its state and rows, the fake GitHub, the remote."""
+    """What a finished run left: its state and rows, what GitHub showed, the git store, the workdir."""
 
     state: str
     run: Any
     lanes: dict[str, Any]
-    fake: FakeGitHub
+    github: Readout
     bare: Path
     workdir: Path
 
@@ -153,7 +163,8 @@ def worked_example(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite_fil
                 run_id = approved_run(w.context.engine, WORKED_EXAMPLE)
                 state = await w.drive(run_id)
                 lanes = {lane.unit_id: lane for lane in store.lanes(w.context.engine, run_id)}
-                return Finished(state, w.run(run_id), lanes, w.fake, w.bare, Path(w.context.settings.workdir))
+                return Finished(state, w.run(run_id), lanes, w.github.readout(), w.bare,
+                                Path(w.context.settings.workdir))
 
     return asyncio.run(drive())
 
@@ -168,8 +179,9 @@ def test_the_worked_example_runs_to_one_pull_request_with_each_merge_in_order(wo
         f"Merge lane 'cli-flag' of #{ISSUE}",
         f"Merge lane 'api-endpoint' of #{ISSUE}",
     ]
-    [pull] = done.fake.pulls
-    assert (pull["head"]["ref"], pull["base"]["ref"], pull["draft"]) == (integration_branch(ISSUE), "main", True)
+    [pull] = done.github.pulls()
+    branches = pull["pull_request"]
+    assert (branches["head"], branches["base"], branches["draft"]) == (integration_branch(ISSUE), "main", True)
     assert pull["title"] == f"Show task status (#{ISSUE})"
     assert done.run.pr_number == pull["number"]
     for needle in (f"Closes #{ISSUE}", "```mermaid", lane_branch(ISSUE, "api-endpoint"), "/runs/", "Sessions:"):
@@ -194,12 +206,12 @@ def test_every_lane_reports_a_check_run_on_its_head_and_verify_reports_on_the_pr
     for spec in WORKED_EXAMPLE:
         head = _rev(done.bare, lane_branch(ISSUE, spec["id"]))
         assert done.lanes[spec["id"]].head_sha == head
-        [check] = [c for c in done.fake.checks_named(f"lanebot / {spec['id']}") if c["head_sha"] == head]
+        [check] = [c for c in done.github.checks_named(f"lanebot / {spec['id']}") if c["head_sha"] == head]
         assert (check["status"], check["conclusion"]) == ("completed", "success")
         assert "Files changed (1)" in check["output"]["summary"]
         assert f"transcripts/{done.run.id}/{spec['id']}/attempt-1.jsonl" in check["output"]["summary"]
         assert check["external_id"] == f"lanebot run={done.run.id} unit={spec['id']}"
-    [verify] = done.fake.checks_named("lanebot / verify")
+    [verify] = done.github.checks_named("lanebot / verify")
     assert verify["head_sha"] == _rev(done.bare, integration_branch(ISSUE))
     assert verify["conclusion"] == "success"
     assert (done.workdir / "transcripts" / str(done.run.id) / "migration" / "attempt-1.jsonl").is_file()
@@ -207,12 +219,12 @@ def test_every_lane_reports_a_check_run_on_its_head_and_verify_reports_on_the_pr
 
 def test_the_progress_comment_is_one_comment_edited_in_place_and_the_label_follows_the_run(worked_example):
     done = worked_example
-    [comment] = done.fake.progress_comments(done.run.id)
+    [comment] = progress_comments(done.github, done.run.id)
     assert f"run {done.run.id}: done" in comment["body"]
     assert "4 of 4 lanes merged" in comment["body"]
     assert comment["body"].count("- [x]") == 4
     assert done.run.progress_comment_id == comment["id"]
-    assert done.fake.labels == ["lanebot:done"]
+    assert done.github.labels(ISSUE) == ["lanebot:done"]
 
 
 @pytest.mark.anyio
@@ -256,10 +268,10 @@ async def test_verify_failing_gets_a_repair_session_shown_the_failure_and_the_pr
 
         repair_prompt = next(p for p in w.scenario.prompts.iterdir() if p.name.startswith("verify-")).read_text()
         assert "verify exited with status 1" in repair_prompt and "verifying" in repair_prompt
-        failed, passed = w.fake.checks_named("lanebot / verify")
+        failed, passed = w.github.checks_named("lanebot / verify")
         assert (failed["conclusion"], passed["conclusion"]) == ("failure", "success")
         assert passed["head_sha"] == _rev(w.bare, integration_branch(ISSUE))
-        [pull] = w.fake.pulls
+        [pull] = w.github.pulls()
         assert pull["title"] == "Add a task status"
         assert pull["body"].startswith("Every layer shows it now.")
         tree = tree_paths(w.bare, integration_branch(ISSUE))
@@ -276,10 +288,10 @@ async def test_verify_failing_after_its_repairs_blocks_the_run_without_a_pull_re
         assert await w.drive(run_id) == "blocked"
 
         assert "verify failed after 0 repair sessions: verify exited with status 3" in w.run(run_id).error
-        assert w.fake.pulls == []
-        [verify] = w.fake.checks_named("lanebot / verify")
+        assert w.github.pulls() == []
+        [verify] = w.github.checks_named("lanebot / verify")
         assert verify["conclusion"] == "failure" and "the suite is red" in verify["output"]["summary"]
-        [comment] = w.fake.progress_comments(run_id)
+        [comment] = progress_comments(w.github.readout(), run_id)
         assert "the suite is red" in comment["body"]
 
 
@@ -302,7 +314,7 @@ async def test_a_lane_that_edits_outside_its_files_fails_and_is_retried_with_the
         retry_prompt = w.scenario.prompt("cli-flag", 2)
         assert "do not match your expression" in retry_prompt
         assert "README.md" in retry_prompt.split("## Your previous attempt failed")[1]
-        failed_check = [c for c in w.fake.checks_named("lanebot / cli-flag") if c["conclusion"] == "failure"]
+        failed_check = [c for c in w.github.checks_named("lanebot / cli-flag") if c["conclusion"] == "failure"]
         assert "README.md" in failed_check[0]["output"]["summary"]
         assert tree_paths(w.bare, integration_branch(ISSUE)) >= {"app/cli.py", "README.md"}
         assert _show(w.bare, integration_branch(ISSUE), "README.md") == "# tasks"
@@ -334,11 +346,11 @@ async def test_a_failing_check_retries_then_blocks_and_retry_resumes_to_a_pull_r
         assert [attempt for _, attempt, _ in w.scenario.runs()] == ["1", "2"]
         assert w.lane(run_id, "api").state == "failed"
         assert "lane 'api' failed: its check exited with status 1" in w.run(run_id).error
-        [comment] = w.fake.progress_comments(run_id)
+        [comment] = progress_comments(w.github.readout(), run_id)
         assert "Blocked" in comment["body"] and "`/retry api`" in comment["body"]
         assert "checking the api" in comment["body"]
-        assert w.fake.labels == ["lanebot:blocked"]
-        assert w.fake.pulls == []
+        assert w.github.labels(ISSUE) == ["lanebot:blocked"]
+        assert w.github.pulls() == []
 
         w.scenario.steps["api"]["3"] = {"write": {"app/api/status.py": "fixed = True\n"}}
         w.scenario.save()
@@ -346,8 +358,8 @@ async def test_a_failing_check_retries_then_blocks_and_retry_resumes_to_a_pull_r
 
         third_prompt = w.scenario.prompt("api", 3)
         assert "its check exited with status 1" in third_prompt and "checking the api" in third_prompt
-        assert len(w.fake.pulls) == 1
-        assert w.fake.labels == ["lanebot:done"]
+        assert len(w.github.pulls()) == 1
+        assert w.github.labels(ISSUE) == ["lanebot:done"]
 
 
 @pytest.mark.anyio
@@ -383,7 +395,7 @@ async def test_a_conflict_blocks_the_run_naming_the_paths_and_earlier_merges_sta
         assert w.lane(run_id, "right").state == "failed"
         assert "conflicted in shared.txt" in w.run(run_id).error
         assert first_parent_subjects(w.bare, integration_branch(ISSUE))[-1] == f"Merge lane 'left' of #{ISSUE}"
-        [comment] = w.fake.progress_comments(run_id)
+        [comment] = progress_comments(w.github.readout(), run_id)
         assert "shared.txt" in comment["body"]
 
 
@@ -448,10 +460,10 @@ async def test_cancel_stops_the_agents_process_groups_and_keeps_branches_and_tra
         assert [s.status for s in sessions if s.lane_id == w.lane(run_id, "slow").id] == ["cancelled"]
         assert has_branch(w.bare, integration_branch(ISSUE)) and has_branch(w.bare, lane_branch(ISSUE, "quick"))
         assert (Path(w.context.settings.workdir) / "transcripts" / str(run_id) / "slow" / "attempt-1.jsonl").is_file()
-        assert w.fake.labels == []
-        [comment] = w.fake.progress_comments(run_id)
+        assert w.github.labels(ISSUE) == []
+        [comment] = progress_comments(w.github.readout(), run_id)
         assert f"run {run_id}: cancelled" in comment["body"]
-        [slow_check] = w.fake.checks_named("lanebot / slow")
+        [slow_check] = w.github.checks_named("lanebot / slow")
         assert (slow_check["status"], slow_check["conclusion"]) == ("completed", "cancelled")
 
 
@@ -473,19 +485,27 @@ async def test_the_token_never_reaches_a_log_record_an_argv_or_an_agent(tmp_path
         assert await w.drive(run_id) == "done"
 
         assert any(argv[0] == "git" for argv, _ in seen) and any("agent.py" in " ".join(argv) for argv, _ in seen)
-        for argv, env in seen:
-            assert not any(TOKEN in arg for arg in argv)
-            if argv[0] != "git":  # agents and checks get no credentials at all
-                assert env is not None and not any(TOKEN in value for value in env.values())
-        for record in caplog.records:
-            assert TOKEN not in record.getMessage()
-        for path in Path(w.context.settings.workdir).rglob("*"):
-            if path.is_file():
-                assert TOKEN.encode() not in path.read_bytes(), path
-        assert not any(TOKEN in path for _, path, _ in w.fake.requests)
+        assert w.tokens, "lanebot was given an installation token"
+        for token in w.tokens:
+            for argv, env in seen:
+                assert not any(token in arg for arg in argv)
+                if argv[0] != "git":  # agents and checks get no credentials at all
+                    assert env is not None and not any(token in value for value in env.values())
+            for record in caplog.records:
+                assert token not in record.getMessage()
+            for path in Path(w.context.settings.workdir).rglob("*"):
+                if path.is_file():
+                    assert token.encode() not in path.read_bytes(), path
+            assert not any(token in path for _, path, _ in w.github.sandbox.served)
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def progress_comments(github: Readout, run_id: int) -> list[dict[str, Any]]:
+    """The issue's comments holding the run's progress marker."""
+    marker = f"<!-- lanebot:progress run={run_id} -->"
+    return [comment for comment in github.comments(ISSUE) if marker in comment["body"]]
 
 
 def _rev(bare: Path, ref: str) -> str:

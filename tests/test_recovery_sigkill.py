@@ -4,11 +4,13 @@ lane's agent ran once per attempt, an attempt lost to a crash did not use up a r
 was merged twice.
 
 The orchestration runs in a child process (tests/recovery_driver.py, the real modules); GitHub
-is the test stand-in served over HTTP from this process, so its state outlives each child.
+is the sandbox, served over HTTP from a thread of this process (tests.sandbox_helpers), so its
+state outlives each child.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -23,18 +25,19 @@ import pytest
 from bot.lanes import integration_branch
 from bot.store import runs as store
 from bot.store.db import make_engine
-from tests.fake_github import FakeGitHub
+from tests.app_helpers import private_key_pem
 from tests.lanes_helpers import (
+    INSTALLATION,
     ISSUE,
     OWNER,
     REPO,
     Scenario,
     approved_run,
-    make_remote,
     make_workflow_dir,
     run_git,
     unit,
 )
+from tests.sandbox_helpers import SandboxRepository, served_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +68,8 @@ def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pul
     database = tmp_path / "lanebot.db"
     shutil.copyfile(migrated_sqlite_file, database)
     url = f"sqlite:///{database}"
-    bare = make_remote(tmp_path, {"README.md": "# tasks\n"})
+    key_file = tmp_path / "app-key.pem"
+    key_file.write_text(private_key_pem())
     (tmp_path / "agent").mkdir()
     never = tmp_path / "never-released"
     files = {"migration": "migrations/001.sql", "tui-rows": "app/tui/rows.py", "cli-flag": "app/cli.py",
@@ -84,17 +88,23 @@ def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pul
             unit("cli-flag", r"^app/cli\.py$", "test -f app/cli.py")]
     engine = make_engine(url)
     run_id = approved_run(engine, plan)
-    fake = FakeGitHub(OWNER, REPO, clone_url=str(bare), issue={"number": ISSUE, "title": "Status", "body": ""})
 
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    with fake.serve() as api_url:
+    (tmp_path / "project").mkdir()
+    with served_sandbox(tmp_path) as server, contextlib.ExitStack() as cleanup:
+        github = SandboxRepository.create(server, tmp_path / "project", f"{OWNER}/{REPO}", {"README.md": "# tasks\n"},
+                                          organization=True)
+        cleanup.callback(github.close)
+        assert github.installation_id == INSTALLATION
+        assert github.open_issue("Status", "", login="maintainer", role="admin") == ISSUE
+
         def start(pause: str = "") -> subprocess.Popen[str]:
             # TMPDIR: what a killed child leaves in its temporary folder stays in this test's.
             env = {**os.environ, "LANEBOT_WORKFLOWS_DIR": str(workflows), "LANEBOT_TEST_PAUSE": pause,
                    "LANEBOT_TEST_PAUSED_FILE": str(tmp_path / f"paused-{pause}"), "TMPDIR": str(temporary)}
-            return subprocess.Popen([sys.executable, str(DRIVER), url, api_url, str(tmp_path / "work"), str(run_id)],
-                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            argv = [sys.executable, str(DRIVER), url, server.url, str(tmp_path / "work"), str(run_id), str(key_file)]
+            return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         # 1. Killed while the three first-round agents work.
         child = start()
@@ -118,10 +128,11 @@ def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pul
         out, err = child.communicate(timeout=WAIT_LIMIT_S)
         assert child.returncode == 0, err
         assert out.strip() == "done"
+        shown = github.readout()
 
     assert store.get_run(engine, run_id).state == "done"
-    assert len(fake.pulls) == 1
-    assert all(check["status"] == "completed" for check in fake.check_runs)
+    assert len(shown.pulls()) == 1
+    assert shown.check_runs() and all(check["status"] == "completed" for check in shown.check_runs())
     started = [(key, int(attempt)) for key, attempt, _ in scenario.runs()]
     assert len(started) == len(set(started)), f"an attempt ran twice: {started}"
     for name in files:
@@ -129,7 +140,7 @@ def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pul
         assert attempts == list(range(1, len(attempts) + 1)), (name, attempts)
         # A first-round lane lost its first attempt to the first kill (maybe a second one to a later kill).
         assert len(attempts) >= (1 if name == "api-endpoint" else 2), (name, attempts)
-    history = run_git("log", "--format=%s", integration_branch(ISSUE), cwd=bare).splitlines()
+    history = run_git("log", "--format=%s", integration_branch(ISSUE), cwd=github.bare).splitlines()
     merges = Counter(subject for subject in history if subject.startswith("Merge lane"))
     assert merges == Counter({f"Merge lane '{name}' of #{ISSUE}": 1 for name in files})
     sessions = [s for s in store.sessions(engine, run_id) if s.kind == "lane"]

@@ -3,8 +3,8 @@ the human API.
 
 Around every request: GitHub's response headers on REST answers (request ID, API version,
 rate limit), GitHub's 404 body for anything not served (unknown paths, unsupported methods and
-trailing slashes all 404 on GitHub), and a line `METHOD path status` in the request log and in
-`sandbox.served`.
+trailing slashes all 404 on GitHub), the faults a test has set (`bot.sandbox.faults`), and a line
+`METHOD path status` in the request log and in `sandbox.served`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from bot.sandbox import (
 )
 from bot.sandbox.core import Sandbox
 from bot.sandbox.errors import DOCS, GitHubError, not_found
+from bot.sandbox.faults import read_body
 from bot.sandbox.rest import RestRoute, json_response, starlette_routes
 
 API_VERSIONS = ("2026-03-10", "2022-11-28")  # newest first
@@ -115,8 +116,26 @@ class GitHubEdge:
             await response(scope, receive, send_with_headers)
         else:
             scope["sandbox.version"] = version or DEFAULT_API_VERSION
-            await self.app(scope, receive, send_with_headers)
+            await self._answer(scope, receive, send_with_headers)
         self._record(method, path, status_seen[0] if status_seen else 500)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app's answer, unless a fault set for this request answers instead or cuts it off."""
+        method, path = scope["method"], scope["path"]
+        watched, needs_body = self.sandbox.faults.watching(method, path)
+        if not watched or path.startswith(f"{human.PREFIX}/faults"):  # faults can always be cleared
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        if needs_body:
+            body, receive = await read_body(receive)
+        fault = self.sandbox.faults.take(method, path, body)
+        if fault is None:
+            await self.app(scope, receive, send)
+        elif fault.status is not None:
+            await json_response(fault.error_body(), status=fault.status)(scope, receive, send)
+        else:
+            await self.app(scope, receive, _status_line_only(send))
 
     def _headers(self, scope: Scope) -> list[tuple[bytes, bytes]]:
         headers = {
@@ -135,6 +154,17 @@ class GitHubEdge:
         if self.log_path is not None:
             with self.log_path.open("a", encoding="utf-8") as log:
                 log.write(f"{method} {path} {status}\n")
+
+
+def _status_line_only(send: Send) -> Send:
+    """A `send` that lets the answer's status and headers out but not its body: the server then
+    closes the connection on an incomplete answer, as a connection lost mid-answer does."""
+
+    async def send_start(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            await send(message)
+
+    return send_start
 
 
 def _requested_version(scope: Scope) -> str | None:

@@ -149,7 +149,7 @@ class HumanClient:
 
 def serve(config: SandboxConfig, *, host: str, port: int, log_level: str = "info") -> None:
     """Serve a sandbox in the foreground until interrupted; prints where it is."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # else no TCP_NODELAY
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))
     listener.listen(2048)  # before saying where: a client that connects at once waits in the backlog, not refused

@@ -29,6 +29,7 @@ import httpx
 
 from bot.sandbox import events
 from bot.sandbox.auth import RateLimiter, TokenBook
+from bot.sandbox.faults import FaultBook
 from bot.sandbox.gitstore import FileDiff, GitError, GitStore
 from bot.sandbox.shapes import Renderer
 from bot.sandbox.state import (
@@ -181,6 +182,7 @@ class Sandbox:
                                       client=webhook_client, timeout=config.webhook_timeout)
         self.renderer = Renderer(self.state, config.public_url.rstrip("/"))
         self.served: list[tuple[str, str, int]] = []
+        self.faults = FaultBook()  # test-only: requests made to fail on purpose
 
     @property
     def app(self) -> AppRecord:

@@ -6,7 +6,8 @@ is created or changed, as an admin would). A person may only do what their role 
 GitHub: see a private repository (any role), label (triage and up), re-run checks, merge pull
 requests and resolve review threads (write and up, or the pull request's author). Reviews and
 their inline comments are checked as GitHub checks them (a comment on a line the diff does not
-show is refused).
+show is refused). For tests, `/_sandbox/faults` sets faults: requests made to fail on purpose
+(bot.sandbox.faults).
 Served on loopback without authentication: it is the person at the keyboard.
 """
 
@@ -20,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bot.sandbox.core import CommentDraft, ReviewRefused, Sandbox
+from bot.sandbox.faults import Fault, FaultError
 from bot.sandbox.gitstore import GitError, MergeConflict, valid_name
 from bot.sandbox.rest import owned_by
 from bot.sandbox.shapes import timestamp
@@ -404,6 +406,49 @@ async def requests_served(request: Request) -> Response:
     return JSONResponse([{"method": m, "path": p, "status": s} for m, p, s in _sandbox(request).served])
 
 
+# faults (test-only; see bot.sandbox.faults)
+
+def _whole_number(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise HumanError(422, f"'{name}' must be a whole number, not {value!r}")
+    return value
+
+
+async def add_fault(request: Request) -> Response:
+    """Make requests fail: {method, path (a regular expression), status | drop_answer: true,
+    body_contains?, times? (default 1; null: every matching request)}."""
+    sandbox = _sandbox(request)
+    body = await _body(request)
+    if not isinstance(body.get("drop_answer", False), bool):
+        raise HumanError(422, f"'drop_answer' must be true or false, not {body['drop_answer']!r}")
+    try:
+        fault = Fault(method=_text(body, "method") or "", path=_text(body, "path") or "",
+                      status=_whole_number(body, "status"), drop_answer=body.get("drop_answer") is True,
+                      body_contains=_text(body, "body_contains", required=False),
+                      times=_whole_number(body, "times") if "times" in body else 1)
+    except FaultError as error:
+        raise HumanError(422, str(error)) from None
+    sandbox.faults.add(fault)
+    return JSONResponse(_faults_summary(sandbox), status_code=201)
+
+
+async def list_faults(request: Request) -> Response:
+    return JSONResponse(_faults_summary(_sandbox(request)))
+
+
+async def clear_faults(request: Request) -> Response:
+    sandbox = _sandbox(request)
+    sandbox.faults.clear()
+    return JSONResponse(_faults_summary(sandbox))
+
+
+def _faults_summary(sandbox: Sandbox) -> dict[str, Any]:
+    return {"pending": [fault.describe() for fault in sandbox.faults.pending],
+            "fired": [{"method": method, "path": path, "fault": fault.describe()}
+                      for method, path, fault in sandbox.faults.fired]}
+
+
 async def state(request: Request) -> Response:
     sandbox = _sandbox(request)
     return JSONResponse({"repositories": [await _repository_readout(sandbox, repository)
@@ -501,6 +546,9 @@ ROUTES = [
     Route(f"{PREFIX}/deliveries/{{delivery_id}}/redeliver", redeliver, methods=["POST"]),
     Route(f"{PREFIX}/drain", drain, methods=["POST"]),
     Route(f"{PREFIX}/requests", requests_served, methods=["GET"]),
+    Route(f"{PREFIX}/faults", add_fault, methods=["POST"]),
+    Route(f"{PREFIX}/faults", list_faults, methods=["GET"]),
+    Route(f"{PREFIX}/faults", clear_faults, methods=["DELETE"]),
     Route(f"{PREFIX}/repos", create_repository, methods=["POST"]),
     Route(_REPO, repository_state, methods=["GET"]),
     Route(f"{_REPO}/collaborators", add_collaborator, methods=["POST"]),

@@ -30,7 +30,7 @@ class SandboxServer:
 
     def __init__(self, config: SandboxConfig, *, host: str = "127.0.0.1", port: int = 0,
                  clock: Callable[[], datetime] = utc_now, webhook_client: httpx.AsyncClient | None = None) -> None:
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # else no TCP_NODELAY
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind((host, port))
         self.host, self.port = self._listener.getsockname()[:2]
