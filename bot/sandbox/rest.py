@@ -25,7 +25,10 @@ from bot.sandbox.errors import (
     JWT_UNDECODABLE,
     REQUIRES_AUTHENTICATION,
     GitHubError,
+    invalid_request,
+    missing_field,
     not_found,
+    too_long,
     unparsable_json,
 )
 from bot.sandbox.state import Repository
@@ -157,6 +160,22 @@ def _page_url(request: Request, page: int) -> str:
     params.append(("page", str(page)))
     base = str(request.url.replace(query=""))
     return f"{base}?{urlencode(params)}"
+
+
+def text_field(request: Request, body: dict[str, Any], name: str, *, required: bool, where: str = "properties",
+               limit: int | None = None) -> str | None:
+    """The string `body[name]` (None when absent and not `required`), refused as GitHub refuses it:
+    missing, not a string, or (with `limit`) longer than `limit` characters."""
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise missing_field(docs_url(request), name)
+        return None
+    if not isinstance(value, str):
+        raise invalid_request(docs_url(request), f"For '{where}/{name}', {value!r} is not a string.")
+    if limit is not None and len(value) > limit:
+        raise too_long(docs_url(request), limit, len(value))
+    return value
 
 
 def string_field(body: dict[str, Any], name: str) -> str | None:

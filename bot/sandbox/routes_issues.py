@@ -11,8 +11,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bot.sandbox.core import Sandbox
-from bot.sandbox.errors import GitHubError, invalid_request, missing_field, not_found, validation_failed
-from bot.sandbox.rest import RestRoute, docs_url, json_response, owned_or_404, paginate, read_json, repository
+from bot.sandbox.errors import GitHubError, invalid_request, not_found, validation_failed
+from bot.sandbox.rest import (
+    RestRoute,
+    docs_url,
+    json_response,
+    owned_or_404,
+    paginate,
+    read_json,
+    repository,
+    text_field,
+)
 from bot.sandbox.state import REACTION_CONTENTS, Comment, Issue, LabelExists, NotOnIssue, Repository
 
 ISSUES = "https://docs.github.com/rest/issues"
@@ -33,14 +42,7 @@ def _comment(request: Request, sandbox: Sandbox, repo: Repository) -> Comment:
 
 
 def _text(request: Request, body: dict[str, Any], name: str, *, required: bool) -> str | None:
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise missing_field(docs_url(request), name)
-        return None
-    if not isinstance(value, str):
-        raise invalid_request(docs_url(request), f"For 'properties/{name}', {value!r} is not a string.")
-    return value
+    return text_field(request, body, name, required=required)
 
 
 def _check_body_length(request: Request, resource: str, body: str | None) -> None:

@@ -16,8 +16,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bot.sandbox.core import CommentDraft, ReviewRefused, Sandbox
-from bot.sandbox.errors import GitHubError, invalid_request, missing_field, not_found, too_long, validation_failed
-from bot.sandbox.rest import RestRoute, docs_url, json_response, owned_or_404, paginate, read_json, repository
+from bot.sandbox.errors import GitHubError, invalid_request, not_found, validation_failed
+from bot.sandbox.rest import (
+    RestRoute,
+    docs_url,
+    json_response,
+    owned_or_404,
+    paginate,
+    read_json,
+    repository,
+    text_field,
+)
 from bot.sandbox.routes_issues import COMMENT_LIMIT
 from bot.sandbox.routes_pulls import find_pull
 from bot.sandbox.state import REVIEW_STATES, SIDES, Account, Issue, Repository, Review, ReviewComment
@@ -47,16 +56,7 @@ def _comment_refused(request: Request, refused: ReviewRefused) -> GitHubError:
 
 def _text(request: Request, body: dict[str, Any], name: str, *, required: bool,
           where: str = "properties") -> str | None:
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise missing_field(docs_url(request), name)
-        return None
-    if not isinstance(value, str):
-        raise invalid_request(docs_url(request), f"For '{where}/{name}', {value!r} is not a string.")
-    if len(value) > COMMENT_LIMIT:
-        raise too_long(docs_url(request), COMMENT_LIMIT, len(value))
-    return value
+    return text_field(request, body, name, required=required, where=where, limit=COMMENT_LIMIT)
 
 
 def _number(request: Request, body: dict[str, Any], name: str, where: str = "properties") -> int | None:
