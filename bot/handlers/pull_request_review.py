@@ -29,6 +29,7 @@ from bot.lifecycle import Event, InvalidTransition, transition
 from bot.permissions import authorise, cache_for
 from bot.review_queue import request_fix
 from bot.store import runs
+from bot.workflow import WorkflowError
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +57,17 @@ async def review_submitted(event: sansio.Event, *, context: HandlerContext, **_:
     login = review["user"]["login"]
     installation = int(payload["installation"]["id"])
     owner, name = split_repository(repository)
-    workflow = await load_repository_workflow(context.github.installation_client(installation, None), owner, name)
     client = context.github.installation_client(installation, repository)
+    answer_marker = marker("answer", run.id, review=int(review["id"]))
+    try:
+        workflow = await load_repository_workflow(context.github.installation_client(installation, None), owner, name)
+    except WorkflowError as error:
+        body = (f"{answer_marker}\n@{login}: your review starts no fix lane: lanebot cannot read this "
+                f"repository's settings: {'; '.join(error.problems)}")
+        await post_or_update_marked_comment(client, repository, number, body, marker=answer_marker)
+        return
     decision = await authorise(client, repository, login, workflow.gate, cache_for(context.github))
     if not decision.allowed:
-        answer_marker = marker("answer", run.id, review=int(review["id"]))
         body = (f"{answer_marker}\n@{login}: your review starts no fix lane: "
                 f"{decision.reason or 'you may not command lanebot here'}. Its comments stay as context: the next "
                 "fix lane someone who may command lanebot asks for (a review asking for changes, or `/fix`) reads "
