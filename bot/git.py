@@ -431,10 +431,31 @@ class Mirror:
             await git("config", f"remote.{REMOTE}.url", self.remote_url, cwd=repo)
 
     async def _fetch_locked(self, repo: Path) -> None:
+        await self._drop_half_added_worktrees(repo)
         await git(
             "fetch", "--quiet", "--prune", "--no-recurse-submodules", REMOTE,
             cwd=repo, credentials=await self.credentials(),
         )
+
+    async def _drop_half_added_worktrees(self, repo: Path) -> None:
+        """Remove worktrees whose HEAD names no commit of the mirror. `git worktree add` writes a
+        placeholder HEAD before its checkout; a process killed in between leaves one behind, and
+        every later fetch then fails ("bad object worktrees/<name>/HEAD")."""
+        admin = repo / "worktrees"
+        for entry in sorted(admin.iterdir()) if admin.is_dir() else ():
+            head = (entry / "HEAD").read_text(errors="replace").strip() if (entry / "HEAD").is_file() else ""
+            if head.startswith("ref: "):
+                continue
+            if _FULL_SHA.fullmatch(head) and set(head) != {"0"}:
+                found = await git("cat-file", "-e", f"{head}^{{commit}}", cwd=repo, check=False)
+                if found.returncode == 0:
+                    continue
+            gitdir = (entry / "gitdir").read_text(errors="replace").strip() if (entry / "gitdir").is_file() else ""
+            logger.warning("removing the worktree %s of %s: a killed `git worktree add` left its HEAD at %r",
+                           entry.name, self.repository, head[:64])
+            await asyncio.to_thread(shutil.rmtree, entry)
+            if gitdir.endswith("/.git"):
+                await asyncio.to_thread(shutil.rmtree, Path(gitdir).parent, ignore_errors=True)
 
     async def _resolve(self, ref: str) -> str:
         _refuse_option(ref, "ref")

@@ -285,6 +285,23 @@ async def test_a_worktree_path_left_by_a_crashed_attempt_is_cleared_and_re_added
     assert run_git("status", "--porcelain", cwd=path) == ""
 
 
+async def test_a_worktree_whose_add_was_killed_before_its_checkout_no_longer_breaks_fetch(
+        mirror: Mirror, remote: Remote, tmp_path: Path):
+    half = await mirror.add_worktree(tmp_path / "lanes" / "half", branch="lane-half", start="main")
+    whole = await mirror.checkout(tmp_path / "lanes" / "whole", "main")
+    admin = Path(run_git("rev-parse", "--git-dir", cwd=half.path))
+    (admin / "HEAD").write_text("0" * 40 + "\n")  # the placeholder `git worktree add` writes first
+    with pytest.raises(GitError, match="bad object"):
+        await git("fetch", "--quiet", "origin", cwd=mirror.path)
+
+    await mirror.fetch()
+
+    assert not admin.exists() and not half.path.exists()
+    assert await whole.head() == remote.sha("main")
+    again = await mirror.add_worktree(tmp_path / "lanes" / "half", branch="lane-half", start="main")
+    assert await again.head() == remote.sha("main")
+
+
 async def test_a_plain_directory_at_the_worktree_path_is_replaced(mirror: Mirror, remote: Remote, tmp_path: Path):
     path = tmp_path / "lanes" / "a"
     path.mkdir(parents=True)
