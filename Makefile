@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install clean
+.PHONY: test test-fast check demo install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,8 +14,20 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# The checks first (seconds), then the whole suite on two workers; slow end-to-end tests included.
+test: check
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# The pure tests alone: the core and the rendering, in seconds.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests/core tests/render -q $(PYTEST_ARGS)
+
+# Style, types and layering; each failure names the file and line (or the import that breaks a layer).
+check: $(STAMP)
+	$(BIN)/ruff format --check bot tests bench
+	$(BIN)/ruff check bot tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The whole flow, label to pull request, against a local sandbox GitHub: no account, no model.
 demo: $(STAMP)

@@ -9,7 +9,7 @@ the same load generator:
 
   bare     a Starlette endpoint that only verifies the signature with gidgethub's
            `sansio.Event.from_http` and answers 202 (the floor: HTTP + HMAC + JSON parsing);
-  lanebot  `bot.app:create_app` for a throwaway App, with its dispatcher running as in
+  lanebot  `bot.web.app:create_app` for a throwaway App, with its dispatcher running as in
            production, on SQLite in a temporary folder (or, with --database-url postgresql://...,
            in a throwaway database created on that server and dropped afterwards).
 
@@ -617,8 +617,8 @@ def bare_app(secret: str) -> Any:
 
 def lanebot_app(work_dir: Path) -> Any:
     """lanebot as `lanebot serve` builds it, from settings read the production way."""
-    from bot.app import create_app
-    from bot.settings import Settings
+    from bot.web.app import create_app
+    from bot.edges.settings import Settings
 
     environ = {name: os.environ[name] for name in LANEBOT_SETTINGS if name in os.environ}
     return create_app(Settings.load(environ=environ, env_file=None), env_file=work_dir / ".env")
@@ -652,7 +652,7 @@ def throwaway_database(database_url: str | None, work_dir: Path, label: str) -> 
         return
     from sqlalchemy import create_engine, text
 
-    from bot.store.db import normalise_url
+    from bot.edges.store.db import normalise_url
 
     server = normalise_url(database_url)
     if server.get_backend_name() != "postgresql":
@@ -675,8 +675,8 @@ def stored_deliveries(database_url: str) -> tuple[set[str], dict[str, int]]:
     """The delivery ids in the database, and how many rows are in each status."""
     from sqlalchemy import func, select
 
-    from bot.store.db import make_engine
-    from bot.store.models import Delivery
+    from bot.edges.store.db import make_engine
+    from bot.edges.store.models import Delivery
 
     table = Delivery.__table__  # type: ignore[attr-defined]
     engine = make_engine(database_url)

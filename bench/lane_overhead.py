@@ -5,7 +5,7 @@ file, so the commit, the merge and the pushes have something to carry): the lane
 cut from the mirror, the commit, the ownership check, the lane branch's push, the merge in the
 integration worktree (kept between merge rounds, as the orchestrator keeps it, so reset rather
 than cut again) and its push, the lane worktree's removal. All through lanebot's own git
-code (`bot.git`, `bot.lanes.ownership_violations`) against a local bare repository as the
+code (`bot.edges.git`, `bot.runner.lanes.ownership_violations`) against a local bare repository as the
 remote, on repositories of 1,000, 10,000 and 100,000 files, beside `git worktree add` alone on
 the same repository in the same run. Database and GitHub calls are not part of it.
 
@@ -38,10 +38,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.git import Identity, Mirror, Worktree, git  # noqa: E402
-from bot.graph import Unit, load_plan  # noqa: E402
-from bot.lanes import integration_branch, lane_branch, merge_message, ownership_violations  # noqa: E402
-from bot.scheduler import simulate  # noqa: E402
+from bot.edges.git import Identity, Mirror, Worktree, git  # noqa: E402
+from bot.core.graph import Unit, load_plan  # noqa: E402
+from bot.core.names import integration_branch, lane_branch, merge_message
+from bot.runner.lanes import ownership_violations
+from bot.core.scheduler import simulate  # noqa: E402
 
 IDENTITY = Identity("lanebot-bench[bot]", "1+lanebot-bench[bot]@users.noreply.github.com")
 SCALE_S_PER_MINUTE = 0.2
@@ -86,7 +87,7 @@ class LaneTimes:
 
 
 async def one_lane(mirror: Mirror, integration: Worktree, work: Path, number: int, base: str) -> LaneTimes:
-    """One lane's git work as `bot.lanes` and `bot.integrate` do it; the integration worktree is kept
+    """One lane's git work as `bot.runner.lanes` and `bot.runner.integrate` do it; the integration worktree is kept
     between merge rounds (`fresh_integration_worktree` resets it), so it is cut once per run, not here."""
     unit = Unit(id=f"lane-{number}", title="bench", needs=(), files=rf"^bench/lane-{number}\.txt$", check="true",
                 brief="")
@@ -159,10 +160,10 @@ async def overhead(sizes: list[int], repeat: int) -> list[str]:
 
 async def makespan(schedule: str) -> tuple[float, float]:
     """(measured, model) makespan of the worked example in seconds, agents sleeping scaled estimates."""
-    from bot import orchestrator
-    from bot.github.client import GitHubApp
-    from bot.store import runs as store
-    from bot.store.db import make_engine, migrate
+    from bot.runner import orchestrator
+    from bot.edges.github.client import GitHubApp
+    from bot.edges.store import runs as store
+    from bot.edges.store.db import make_engine, migrate
     from tests.lanes_helpers import OWNER, REPO, RunnerContext, approved_run, make_settings, make_workflow_dir
     from tests.sandbox_helpers import SandboxRepository, served_sandbox
 

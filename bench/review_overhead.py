@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.demo.stack import Stack  # noqa: E402
-from bot.planning import issue_run  # noqa: E402
-from bot.store import reviews, runs  # noqa: E402
-from bot.store.db import make_engine  # noqa: E402
+from bot.runner.plan import issue_run  # noqa: E402
+from bot.edges.store import reviews, runs  # noqa: E402
+from bot.edges.store.db import make_engine  # noqa: E402
 from tests.lanes_helpers import make_workflow_dir  # noqa: E402
 
 REPO = "octo-org/bench"

@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.applications import Starlette
 
-from bot.app import create_app
-from bot.settings import Settings
+from bot.web.app import create_app
+from bot.edges.settings import Settings
 
 SECRET = "test-webhook-secret"
 WEBHOOK_PATH = "/api/github/webhooks"

@@ -25,8 +25,8 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
-from bot.store.db import head_revision, make_engine, migrate
-from bot.store.models import metadata
+from bot.edges.store.db import head_revision, make_engine, migrate
+from bot.edges.store.models import metadata
 
 POSTGRES_URL_ENV = "LANEBOT_TEST_POSTGRES_URL"
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"

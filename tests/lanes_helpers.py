@@ -16,9 +16,10 @@ from typing import Any
 import yaml
 
 from bot.sandbox.state import Ids
-from bot.settings import Settings
-from bot.store import runs as store
-from bot.workflow import DEFAULT_WORKFLOW, deep_merge
+from bot.edges.settings import Settings
+from bot.edges.store import runs as store
+from bot.edges.workflow_files import DEFAULT_WORKFLOW
+from bot.core.workflow import deep_merge
 from tests.app_helpers import private_key_pem
 
 ISSUE = 1  # the sandbox numbers a repository's first issue 1

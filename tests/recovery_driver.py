@@ -20,10 +20,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot import orchestrator  # noqa: E402
-from bot.git import Identity, Worktree, git  # noqa: E402
-from bot.github.client import GitHubApp  # noqa: E402
-from bot.store.db import make_engine  # noqa: E402
+from bot.runner import orchestrator  # noqa: E402
+from bot.edges.git import Identity, Worktree, git  # noqa: E402
+from bot.edges.github.client import GitHubApp  # noqa: E402
+from bot.edges.store.db import make_engine  # noqa: E402
 from tests.lanes_helpers import RunnerContext, make_settings  # noqa: E402
 
 IDENTITY = Identity("test", "test@example.com").env()

@@ -22,11 +22,11 @@ import httpx
 import pytest
 import respx
 
-from bot.agents import AGENT_NAMES, AgentConfigError, AgentNotFound, AgentRequest, make_agent
-from bot.agents import process as agent_process
-from bot.agents.claude import ClaudeAgent, ClaudeSettings, ClaudeStreamParser
-from bot.agents.codex import CodexAgent, CodexSettings, CodexStreamParser
-from bot.agents.recipe import parse_recipe
+from bot.edges.agents import AGENT_NAMES, AgentConfigError, AgentNotFound, AgentRequest, make_agent
+from bot.edges.agents import process as agent_process
+from bot.edges.agents.claude import ClaudeAgent, ClaudeSettings, ClaudeStreamParser
+from bot.edges.agents.codex import CodexAgent, CodexSettings, CodexStreamParser
+from bot.edges.agents.recipe import parse_recipe
 
 FIXTURES = Path(__file__).parent / "agents_fixtures"
 FAKE_AGENT = FIXTURES / "fake_agent.py"

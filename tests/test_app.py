@@ -11,11 +11,11 @@ import pytest
 import respx
 from starlette.applications import Starlette
 
-import bot.app
+import bot.web.app
 from bot import __version__
-from bot.app import create_app
+from bot.web.app import create_app
 from bot.cli import main
-from bot.store import db, deliveries
+from bot.edges.store import db, deliveries
 from tests.app_helpers import (
     as_app_delivery,
     delivery_headers,
@@ -104,14 +104,14 @@ async def test_with_recovery_enabled_start_up_asks_github_for_missed_deliveries(
 
 
 async def test_uvicorn_can_import_the_app_built_from_the_environment(clean_environment, monkeypatch):
-    monkeypatch.delitem(bot.app.__dict__, "app", raising=False)
+    monkeypatch.delitem(bot.web.app.__dict__, "app", raising=False)
     monkeypatch.setenv("APP_ID", "4711")
     monkeypatch.setenv("PRIVATE_KEY", private_key_pem())
     monkeypatch.setenv("WEBHOOK_SECRET", "s")
-    application = bot.app.app
+    application = bot.web.app.app
     assert isinstance(application, Starlette)
     assert application.state.settings.app_id == "4711"
-    assert bot.app.app is application
+    assert bot.web.app.app is application
 
 
 def test_serve_without_the_app_settings_exits_2_naming_each_one(clean_environment, capsys, monkeypatch):

@@ -12,20 +12,10 @@ from typing import Any
 
 import pytest
 
-from bot.checks import (
-    RERUN_VERIFY,
-    RETRY_LANE,
-    SUMMARY_LIMIT,
-    CheckAction,
-    CheckReport,
-    acknowledge_rerun,
-    external_id,
-    finish_check,
-    lane_report,
-    rerun_note,
-    verify_report,
-)
-from bot.handlers.check_run import Rerun, rerun_asked, rerun_refusal
+from bot.core.checks import RERUN_VERIFY, RETRY_LANE, SUMMARY_LIMIT, CheckAction, CheckReport, external_id
+from bot.edges.github.checks import acknowledge_rerun, finish_check
+from bot.render.checks import lane_report, rerun_note, verify_report
+from bot.web.handlers.check_run import Rerun, rerun_asked, rerun_refusal
 from tests.lanes_helpers import approved_run, unit
 from tests.test_orchestrator import WORKED_EXAMPLE, sqlite_url, world  # noqa: F401 - sqlite_url is a fixture
 
@@ -147,8 +137,9 @@ async def test_finishing_a_check_sends_its_buttons_and_an_empty_list_clears_them
 @pytest.mark.anyio
 async def test_acknowledging_a_rerun_edits_only_the_output_and_takes_the_buttons_away():
     client = RecordingClient()
-    check = {"id": 5, "name": "lanebot / api", "output": {"title": "attempt 2 failed", "summary": "boom"}}
-    await acknowledge_rerun(client, "octo/app", check, requested_by="maria", what="a retry of lane api")
+    title, summary = rerun_note(requested_by="maria", what="a retry of lane api", check_name="lanebot / api",
+                                summary="boom")
+    await acknowledge_rerun(client, "octo/app", 5, title=title, summary=summary)
     [(_, url_vars, data)] = client.patches
     assert url_vars == {"owner": "octo", "repo": "app", "check_run_id": 5}
     assert set(data) == {"output", "actions"} and data["actions"] == []  # GitHub keeps a conclusion once given

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from gidgethub import BadRequest
 
-from bot.cleanup import (
+from bot.runner.cleanup import (
     ClosedPull,
     delete_branch,
     lane_branches,
@@ -29,14 +29,15 @@ from bot.cleanup import (
     run_paths,
 )
 from bot.cli import main
-from bot.gc import RunRecord, collect, disk_usage, human_bytes, is_finished, parse_age, plan_collection
-from bot.git import Mirror
-from bot.handlers.pull_request import lanebot_issue
-from bot.runtime import Runtime
-from bot.store import runs as store
-from bot.store.db import make_engine
-from bot.store.models import Lane, Run
-from bot.workflow import WorkflowError, load_workflow
+from bot.runner.cleanup import RunRecord, collect, disk_usage, human_bytes, is_finished, parse_age, plan_collection
+from bot.edges.git import Mirror
+from bot.web.handlers.pull_request import lanebot_issue
+from bot.runner.runtime import Runtime
+from bot.edges.store import runs as store
+from bot.edges.store.db import make_engine
+from bot.edges.store.models import Lane, Run
+from bot.core.workflow import WorkflowError
+from bot.edges.workflow_files import load_workflow
 from tests.lanes_helpers import make_remote
 
 REPOSITORY = "octo/app"

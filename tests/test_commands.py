@@ -8,15 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.commands import (
-    COMMANDS,
-    Command,
-    InvalidUsage,
-    UnknownCommand,
-    help_text,
-    parse_commands,
-)
-from bot.lifecycle import ALL_COMMANDS, RunState, available_actions
+from bot.core.commands import COMMANDS, Command, InvalidUsage, UnknownCommand, help_text, parse_commands
+from bot.core.lifecycle import ALL_COMMANDS, RunState, available_actions
 
 
 def names(body: str) -> list[str]:

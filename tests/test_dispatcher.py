@@ -9,8 +9,8 @@ import anyio
 import pytest
 from gidgethub import routing
 
-from bot.dispatcher import Dispatcher, HandlerContext, describe_error
-from bot.store import deliveries
+from bot.web.dispatcher import Dispatcher, HandlerContext, describe_error
+from bot.edges.store import deliveries
 from tests.app_helpers import as_app_delivery, payload_files, post_delivery, running_lanebot, settle
 
 pytestmark = pytest.mark.anyio

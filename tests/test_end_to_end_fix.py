@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bot.demo.stack import Stack
-from bot.store import reviews, runs
+from bot.edges.store import reviews, runs
 from tests.lanes_helpers import make_workflow_dir
 from tests.test_end_to_end import MAINTAINER, REPO, STEP_TIMEOUT, open_and_label, plan_body, recipe_unit, wait_for_pull
 from tests.test_end_to_end_review import lanebot_db, lanebot_run

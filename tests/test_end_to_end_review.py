@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from bot.checks import RERUN_VERIFY, RETRY_LANE
-from bot.cleanup import mirror_paths, run_paths
+from bot.core.checks import RERUN_VERIFY, RETRY_LANE
+from bot.runner.cleanup import mirror_paths, run_paths
 from bot.demo.stack import Stack
-from bot.planning import issue_run
-from bot.store import runs
-from bot.store.db import make_engine, session
-from bot.store.models import Delivery
+from bot.runner.plan import issue_run
+from bot.edges.store import runs
+from bot.edges.store.db import make_engine, session
+from bot.edges.store.models import Delivery
 from tests.test_end_to_end import (  # noqa: F401 - `stack` is a fixture
     MAINTAINER,
     REPO,

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from bot.executor import Job, JobKind, integrate_job, lane_job, merge_job
-from bot.executor.embedded import EmbeddedExecutor
+from bot.edges.executor import Job, JobKind, integrate_job, lane_job, merge_job
+from bot.edges.executor.embedded import EmbeddedExecutor
 
 pytestmark = pytest.mark.anyio
 

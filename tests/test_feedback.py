@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.feedback import (
+from bot.core.feedback import (
     CHANGE_CHARS,
     FIX_FILE,
     NOT_SAID,
@@ -32,7 +32,7 @@ from bot.feedback import (
     summary_body,
     threads_json,
 )
-from bot.gate import COMMENT_LIMIT, marker, parse_marker
+from bot.core.text import COMMENT_LIMIT, marker, parse_marker
 
 WEBHOOK = Path("/work/shared/github/webhooks/pull_request_review_comment/created.payload.json")
 ZWSP = "\u200b"

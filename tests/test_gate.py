@@ -10,10 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.commands import COMMANDS
-from bot.gate import (
+from bot.core.commands import COMMANDS
+from bot.core.text import (
     COMMENT_LIMIT,
-    MERMAID_MAX_TEXT,
     Escaped,
     cell_code,
     code_block,
@@ -22,15 +21,12 @@ from bot.gate import (
     marker,
     mermaid_label,
     parse_marker,
-    render_gate,
-    render_plan_failed,
-    render_refusal,
-    render_status,
-    render_superseded,
 )
-from bot.graph import Graph, SessionBudget, Unit, build_graph, load_plan, validate
-from bot.lifecycle import RunState, available_actions
-from bot.progress import LaneView
+from bot.render.gate import MERMAID_MAX_TEXT, render_gate, render_superseded
+from bot.render.answers import render_plan_failed, render_refusal, render_status
+from bot.core.graph import Graph, SessionBudget, Unit, build_graph, load_plan, validate
+from bot.core.lifecycle import RunState, available_actions
+from bot.render.progress import LaneView
 
 WORKED_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "worked-example.jsonl"
 BUDGET = SessionBudget(planner_attempts=3, lane_attempts=3, integrate_sessions=1, verify_repairs=2)
@@ -317,7 +313,7 @@ def test_code_span_quotes_text_with_backticks_in_a_longer_fence():
 
 
 def test_a_template_that_prints_an_unescaped_string_fails_instead_of_injecting():
-    from bot.gate import _environment
+    from bot.render.templates import _environment
 
     with pytest.raises(TypeError, match="unescaped"):
         _environment().from_string("{{ value }}").render(value="<script>")

@@ -1,4 +1,4 @@
-"""bot.git against real git: a bare repository on disk plays GitHub, and for the token rules a bare
+"""bot.edges.git against real git: a bare repository on disk plays GitHub, and for the token rules a bare
 repository served over smart HTTP by `git http-backend` that demands the installation token."""
 
 from __future__ import annotations
@@ -18,15 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.git import (
-    Credentials,
-    GitError,
-    Identity,
-    Mirror,
-    RefNotFound,
-    git,
-    git_environment,
-)
+from bot.edges.git import Credentials, GitError, Identity, Mirror, RefNotFound, git, git_environment
 
 pytestmark = pytest.mark.anyio
 
@@ -528,7 +520,7 @@ async def test_a_merge_resolved_to_the_tree_it_started_from_is_still_concluded(m
 
 
 def test_marker_scan_needs_a_marker_at_the_start_of_a_line(tmp_path: Path):
-    from bot.git import _has_conflict_marker
+    from bot.edges.git import _has_conflict_marker
 
     cases = {
         "opening.txt": "ok\n<<<<<<< HEAD\nx\n",
@@ -665,7 +657,7 @@ async def test_check_false_returns_the_failure_instead_of_raising(tmp_path: Path
 async def test_a_token_that_git_echoes_back_is_hidden_in_the_error_and_the_log(tmp_path: Path, caplog):
     run_git("init", "--quiet", str(tmp_path / "repo"), cwd=tmp_path)
     token = "ghs_EchoedBack0123456789"
-    caplog.set_level(logging.DEBUG, logger="bot.git")
+    caplog.set_level(logging.DEBUG, logger="bot.edges.git")
 
     with pytest.raises(GitError) as raised:
         await git("show", token, cwd=tmp_path / "repo", credentials=Credentials(token))
@@ -820,7 +812,7 @@ async def test_the_token_reaches_the_remote_only_as_a_header_and_leaves_no_trace
 ):
     server, token = http_remote
     argv_log = install_git_shim(tmp_path, monkeypatch)
-    caplog.set_level(logging.DEBUG, logger="bot.git")
+    caplog.set_level(logging.DEBUG, logger="bot.edges.git")
 
     async def installation_token() -> Credentials:
         return Credentials(token)
@@ -861,7 +853,7 @@ async def test_a_wrong_token_fails_the_push_with_a_clear_error_that_hides_it(
     await tree.commit_all("lane a", LANEBOT)
     wrong = "ghs_RevokedToken9876543210"
     current = Credentials(wrong)
-    caplog.set_level(logging.DEBUG, logger="bot.git")
+    caplog.set_level(logging.DEBUG, logger="bot.edges.git")
 
     with pytest.raises(GitError) as raised:
         await tree.push("lane-a")

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from gidgethub import BadRequest
 from gidgethub.httpx import GitHubAPI
 
-from bot.github.auth import InstallationTokenError, InstallationTokens, app_jwt
+from bot.edges.github.auth import InstallationTokenError, InstallationTokens, app_jwt
 
 API = "https://api.github.com"
 T0 = 1_750_000_000.0

@@ -21,8 +21,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from gidgethub import BadRequest, GitHubBroken, RateLimitExceeded
 
-from bot.github.client import GitHubApp, RetryPolicy, convert_manifest, find_comment_by_marker
-from bot.settings import Settings
+from bot.edges.github.client import GitHubApp, RetryPolicy, convert_manifest, find_comment_by_marker
+from bot.edges.settings import Settings
 
 API = "https://api.github.com"
 T0 = 1_750_000_000.0

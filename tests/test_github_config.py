@@ -12,8 +12,10 @@ import respx
 from gidgethub import BadRequest, GitHubBroken
 from gidgethub.httpx import GitHubAPI
 
-from bot.github.config import MAX_EXTENDS, load_config_chain, load_repository_workflow
-from bot.workflow import WorkflowError, load_workflow
+from bot.edges.github.config import MAX_EXTENDS, load_config_chain
+from bot.runner.repository_workflow import load_repository_workflow
+from bot.core.workflow import WorkflowError
+from bot.edges.workflow_files import load_workflow
 
 API = "https://api.github.com"
 TLS = ssl.create_default_context()

@@ -14,16 +14,16 @@ import pytest
 import respx
 from gidgethub import BadRequest
 
-from bot.gate import marker
-from bot.github.client import LanebotAPI
-from bot.github.issues import (
+from bot.core.text import marker
+from bot.edges.github.client import LanebotAPI
+from bot.edges.github.issues import (
     add_reaction,
     ensure_labels,
     list_comments,
     post_or_update_marked_comment,
     set_state_label,
 )
-from bot.labels import STATE_LABELS
+from bot.core.labels import STATE_LABELS
 
 pytestmark = pytest.mark.anyio
 

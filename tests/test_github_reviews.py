@@ -1,4 +1,4 @@
-"""lanebot's client for pull request reviews (bot/github/reviews.py), run against the sandbox GitHub.
+"""lanebot's client for pull request reviews (bot/edges/github/reviews.py), run against the sandbox GitHub.
 
 The client is lanebot's own installation client (tokens minted with the App's JWT), talking to the
 in-process sandbox as it talks to GitHub; the pull request, opened by the App, changes line 10 of
@@ -17,8 +17,8 @@ import httpx
 import pytest
 from gidgethub import QueryError, ValidationError
 
-from bot.github.client import GitHubApp, InstallationClient, LanebotAPI
-from bot.github.reviews import (
+from bot.edges.github.client import GitHubApp, InstallationClient, LanebotAPI
+from bot.edges.github.reviews import (
     ThreadState,
     create_review,
     get_pull,
@@ -30,7 +30,7 @@ from bot.github.reviews import (
     review_comments,
     thread_states,
 )
-from bot.settings import Settings
+from bot.edges.settings import Settings
 from tests.test_sandbox import APP_ID, BASE, Harness, app_key, harness
 from tests.test_sandbox_reviews import CHANGED, REPO, inline, project, push  # noqa: F401 - `project` is a fixture
 

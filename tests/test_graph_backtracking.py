@@ -1,9 +1,10 @@
-"""`files` cannot hang lanebot: expressions that could backtrack for long are refused when the plan
-is validated, and matching them against many paths runs in a child process with a deadline.
+"""`files` cannot hang lanebot: RE2 matches without backtracking, so the expressions a backtracking
+matcher chokes on are accepted, and answered at once, whatever the path.
 
-The paths given alongside the refused expressions would keep Python's `re` busy for hours, so
-a check that stopped refusing them would show up as a test stuck at the deadline and failing on
-its message, never as a pass.
+The near misses given alongside them would keep a backtracking matcher (Python's `re`) busy for
+hours, so a regression would show up as a test that hangs, never as a pass; no test here
+measures a time. The limits that remain are lanebot's and RE2's: the length of `files`,
+interval counts, and the size of the compiled program.
 """
 
 from __future__ import annotations
@@ -13,24 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from bot import matching as matching_module
+from bot.core import ere
+from bot.core.plans import validate_plan_text
 from bot.demo.plan import UNITS as DEMO_UNITS
-from bot.graph import (
+from bot.core.graph import (
     MAX_FILES_CHARS,
-    MAX_MATCH_WAYS,
-    MAX_WIDE_REPEATS,
-    MatchTimeout,
+    MAX_REPEAT,
+    FilesLimitError,
     Unit,
     build_graph,
-    files_hazard,
+    compile_ere,
     match_paths,
     validate,
 )
-from bot.lanes import ownership_violations
-from bot.planner import validate_plan_text
+from bot.runner.lanes import ownership_violations
 
 ROOT = Path(__file__).resolve().parents[1]
-SHORT_DEADLINE = 0.5  # seconds: the inputs below take minutes or more, so any deadline this size is missed
 
 
 def unit(unit_id: str, files: str) -> dict:
@@ -41,85 +40,109 @@ def messages(raw: list[dict], **options: object) -> list[str]:
     return [str(problem) for problem in validate(raw, **options)]
 
 
-# Python's re needs seconds for each at about 30 characters, and doubles that every few more:
-# on the path beside it, each would take it longer than the suite may run.
+def one_by_one(expressions: list[str], paths: list) -> list[list[int]]:
+    return [[position for position, path in enumerate(paths) if compile_ere(e).search(path)] for e in expressions]
+
+
+# Each expression, a near miss that a backtracking matcher would try every way to split (Python's
+# re needs seconds at about 30 characters and doubles that every few more), and a path it matches.
 EXPONENTIAL = [
-    ("(a|a)*c", "a" * 64),
-    ("(a+)+$", "a" * 64 + "!"),
-    ("(.*)*x", "a" * 64),
-    ("(a*)*b", "a" * 64),
-    ("(.*/)*x", "/" * 64),
-    ("(a|aa)+$", "a" * 100 + "!"),
-    ("(x+x+)+y", "x" * 64),
-    ("(a{1,3})*c", "a" * 100),
-    ("(a|ab|b)*c", "ab" * 50),
-    ("^(([a-z])+.)+[A-Z]([a-z])+$", "a" * 100 + "!"),
-    ("^src/([a-z]+/?)*x", "src/" + "a" * 64),
-    ("^(src/|[a-z/]+)*x", "src/" * 16),
+    ("(a|a)*c", "a" * 5000, "a" * 5000 + "c"),
+    ("(a+)+$", "a" * 5000 + "b", "b" + "a" * 5000),
+    ("(.*)*x", "a" * 5000, "a" * 5000 + "x"),
+    ("(a*)*b", "a" * 5000, "a" * 5000 + "b"),
+    ("(.*/)*x", "/" * 5000, "/" * 5000 + "x"),
+    ("(a|aa)+$", "a" * 5000 + "!", "!" + "a" * 5000),
+    ("(x+x+)+y", "x" * 5000, "x" * 5000 + "y"),
+    ("(a{1,3})*c", "a" * 5000, "a" * 5000 + "c"),
+    ("(a|ab|b)*c", "ab" * 2500, "ab" * 2500 + "c"),
+    ("^(([a-z])+.)+[A-Z]([a-z])+$", "a" * 5000 + "!", "a" * 5000 + "Abc"),
+    ("^src/([a-z]+/?)*x", "src/" + "a" * 5000, "src/" + "a" * 5000 + "x"),
+    ("^(src/|[a-z/]+)*x", "src/" * 1250, "src/" * 1250 + "x"),
+    (".*.*.*.*.*.*x", "a" * 5000, "a" * 5000 + "x"),
+    ("(.*a){12}$", "a" * 5000 + "b", "b" + "a" * 5000),
 ]
 
 
-# --------------------------------------------------------------------------- refused when validated
+# --------------------------------------------------------------------------- accepted, and fast
 
 
-@pytest.mark.parametrize(("files", "path"), EXPONENTIAL)
-def test_a_repetition_of_a_part_that_matches_in_several_ways_is_refused_before_any_path_is_matched(files, path):
-    found = messages([unit("slow", files), unit("other", "^docs/")], tracked_paths=[path, "docs/x.md"])
-    assert len(found) == 1, found
-    assert found[0].startswith(f"unit 'slow': files {files!r} can take exponential time to match: ")
-    assert "repeats, without an upper bound, a part that can itself match in more than one way" in found[0]
+@pytest.mark.parametrize(("files", "near_miss", "matching"), EXPONENTIAL, ids=[files for files, _, _ in EXPONENTIAL])
+def test_an_expression_a_backtracking_matcher_chokes_on_is_accepted_and_matched_at_once(files, near_miss, matching):
+    assert messages([unit("wild", files), unit("readme", "^README$")], tracked_paths=[near_miss, "README"]) == []
+    assert compile_ere(files).search(near_miss) is None
+    assert compile_ere(files).search(matching) is not None
+    assert match_paths([files, "^README$"], [near_miss, matching, "README"]) == [[1], [2]]
 
 
-def test_the_refusal_shows_the_repeated_part():
-    assert "'(a+)+' repeats" in files_hazard("^src/(a+)+$")
-    assert "'(.*/)*' repeats" in files_hazard("^src/(.*/)*x")
+def test_the_overlap_check_finds_the_path_such_an_expression_shares_with_another_unit():
+    raw = [unit("wild", "(a+)+$"), unit("x", "^x")]
+    (problem,) = messages(raw, tracked_paths=["a" * 5000 + "b", "x" + "a" * 5000, "docs/x.md"])
+    assert problem.startswith(
+        "unit 'wild': files '(a+)+$' overlaps unit 'x' (files '^x'): both match the tracked path 'xaaaa"
+    )
+    assert problem.endswith("...'; each path may belong to one unit only")
 
 
-def test_a_part_shown_as_python_rewrote_it_says_so():
-    # re._parser factors the common 'a' out of (a|a): what it runs is (a(|))*.
-    assert "'(a(|))*' (as Python's re reads it) repeats" in files_hazard("(a|a)*c")
+def test_a_hand_written_plan_in_an_issue_may_use_such_an_expression():
+    text = json.dumps(unit("wild", "(a|a)*c")) + "\n"
+    graph, problems = validate_plan_text(text, max_units=6, tracked_paths=["a" * 5000])
+    assert problems == ()
+    assert graph is not None and graph["wild"].owns("a" * 5000 + "c")
 
 
-@pytest.mark.parametrize(
-    ("files", "count"),
-    # The x forces the last run of a{1,100}: it must take every a before the x.
-    [(".*.*.*.*.*.*x", 6), (".*a.*b.*c.*d", 4), ("(a+){4}", 4), ("a{1,100}" * 5 + "x", 4)],
-)
-def test_more_wide_repetitions_than_allowed_in_combination_are_refused(files, count):
-    problem = messages([unit("wide", files)], tracked_paths=["a" * 3000])
-    assert problem == [
-        f"unit 'wide': files {files!r} combines {count} repetitions without a small bound (*, +, {{m,}} or"
-        f" {{m,n}} with more than 8 counts), more than the {MAX_WIDE_REPEATS} allowed: matching time grows"
-        " with a path's length to the power of their number; use fewer (one .* does the work of .*.*)"
-    ]
+def test_a_lanes_ownership_check_answers_at_once_too():
+    lane = Unit(id="wild", title="t", needs=(), files=".*.*.*x", check="true", brief="b")
+    assert ownership_violations(lane, ["notes/x", "a" * 5000]) == ["a" * 5000]
 
 
-def test_as_many_wide_repetitions_as_allowed_pass_the_static_check():
-    assert files_hazard(".*" * MAX_WIDE_REPEATS + "x") is None
-    assert files_hazard(".*" * (MAX_WIDE_REPEATS + 1) + "x") is not None
+def test_a_lanes_ownership_check_still_keeps_lanebots_own_directories_out():
+    lane = Unit(id="all", title="t", needs=(), files="^.*$", check="true", brief="b")
+    changed = ["src/x.py", ".lanebot/units.jsonl", ".github/workflows/ci.yml", "src/x.py"]
+    assert ownership_violations(lane, changed) == [".lanebot/units.jsonl", ".github/workflows/ci.yml"]
 
 
-def test_a_run_that_must_stop_where_the_next_part_starts_costs_nothing():
-    # [^/]+ cannot stop before a '/' and a{1,100} cannot stop before a 'b': one way each.
-    assert files_hazard("^[^/]+/[^/]+/[^/]+/[^/]+/[^/]+$") is None
-    assert files_hazard("a{1,100}b{1,100}c{1,100}d{1,100}e") is None
-    assert files_hazard("([^/]+/)*x") is None
-    assert files_hazard("[^/]+[^/]+[^/]+[^/]+x") is not None  # here each run can stop anywhere
+# --------------------------------------------------------------------------- the limits
 
 
-def test_overlapping_alternatives_that_multiply_past_the_limit_are_refused():
-    hazard = files_hazard("(a|a){9}")  # 2**9 ways to match the same nine characters
-    assert hazard.startswith(f"can match from one place in 512 ways, more than the {MAX_MATCH_WAYS} allowed")
-    assert files_hazard("(a|a){8}") is None
+def test_an_interval_count_up_to_the_limit_is_accepted_and_counts_exactly():
+    files = f"^a{{{MAX_REPEAT}}}$"
+    assert messages([unit("many", files)]) == []
+    assert match_paths([files], ["a" * MAX_REPEAT, "a" * (MAX_REPEAT - 1), "a" * (MAX_REPEAT + 1)]) == [[0]]
 
 
-def test_counts_too_large_to_multiply_out_are_refused_without_computing_them():
-    assert "more than 1,000,000 ways" in files_hazard("((a|a){32767}){32767}")
-    assert "combines more than 1,000,000 repetitions" in files_hazard("((a{1,32767}){32767}){32767}")
+@pytest.mark.parametrize("files", [f"a{{{MAX_REPEAT + 1}}}", f"a{{2,{MAX_REPEAT + 1}}}", f"a{{{MAX_REPEAT + 1},}}"])
+def test_an_interval_count_over_the_limit_is_refused_saying_the_limit(files):
+    (problem,) = messages([unit("many", files)])
+    assert problem == (
+        f"unit 'many': files {files!r} has the count {MAX_REPEAT + 1} in the interval at character 2, more than"
+        f" the {MAX_REPEAT} RE2 allows; use a smaller count, or + or * for no bound"
+    )
+
+
+def test_nested_intervals_multiply_up_to_the_limit():
+    assert messages([unit("nested", "(a{10}){100}")]) == []
+    (problem,) = messages([unit("nested", "(a{10}){101}")])
+    assert problem == (
+        "unit 'nested': files '(a{10}){101}' repeats a part more than 1000 times in all (at the interval {101}):"
+        " the counts of nested intervals multiply, and RE2 allows 1000; use smaller counts, or + and *"
+    )
+
+
+def test_an_expression_whose_program_is_too_large_for_re2_is_a_problem_not_an_exception():
+    assert messages([unit("big", "[^/]{1000}" * 10)]) == []
+    files = "[^/]{1000}" * 45
+    (problem,) = messages([unit("big", files), unit("docs", "^docs/")], tracked_paths=["docs/x.md"])
+    assert problem == (
+        f"unit 'big': files {ere.shown(files)} compiles to a larger program than the 1 MiB RE2 is given for one"
+        " expression; use fewer or smaller intervals ([^/]+ rather than [^/]{1,900})"
+    )
+    with pytest.raises(FilesLimitError):
+        compile_ere(files)
 
 
 def test_an_expression_longer_than_the_limit_is_refused():
-    assert files_hazard("a" * MAX_FILES_CHARS) is None
+    assert messages([unit("long", "a" * MAX_FILES_CHARS)]) == []
     (problem,) = messages([unit("long", "a" * (MAX_FILES_CHARS + 1))])
     assert problem.startswith("unit 'long': files 'aaaa")
     assert problem.endswith(
@@ -128,39 +151,44 @@ def test_an_expression_longer_than_the_limit_is_refused():
     )
 
 
-def test_an_invalid_expression_is_reported_as_invalid_not_as_slow():
-    with pytest.raises(ValueError, match="lazy"):
-        files_hazard("a*?")
+def test_an_invalid_expression_is_reported_as_invalid_not_as_over_a_limit():
     (problem,) = messages([unit("bad", "(a+)+?")])
     assert "is not a valid POSIX extended regular expression" in problem
+    assert "lazy" in problem
 
 
-def test_a_slow_expression_does_not_hide_the_overlaps_of_the_others():
-    raw = [unit("slow", "(a+)+$"), unit("api", "^src/"), unit("docs", r"\.md$")]
-    found = messages(raw, tracked_paths=["a" * 64 + "!", "src/notes.md"])
-    assert [problem.split(":")[0] for problem in found] == ["unit 'slow'", "unit 'api'"]
-    assert "overlaps unit 'docs'" in found[1]
+# --------------------------------------------------------------------------- bytes
 
 
-def test_a_hand_written_plan_in_an_issue_gets_the_refusal_as_its_problem():
-    text = json.dumps(unit("slow", "(a|a)*c")) + "\n"
-    graph, problems = validate_plan_text(text, max_units=6, tracked_paths=["a" * 64])
-    assert graph is None
-    assert problems[0].startswith("unit 'slow': files '(a|a)*c' can take exponential time to match")
+def test_paths_are_matched_as_bytes_and_a_str_path_as_git_gave_its_bytes():
+    assert ere.path_bytes("src/caf\udce9.py") == b"src/caf\xe9.py"  # as bot/git.py decodes it
+    assert ere.path_bytes("src/café.py") == "src/café.py".encode()
+    assert ere.path_bytes("\ud800") == "\ud800".encode("utf-8", "surrogatepass")  # no bytes decode to it
 
 
-# --------------------------------------------------------------------------- what plans write keeps working
+def test_paths_that_are_not_utf8_match_byte_for_byte():
+    paths = ["docs/a\nb.md", "src/caf\udce9.py", b"src/caf\xe9.py", "src/ok.py", "src/café.py"]
+    expressions = [r"\.md$", "^src/", "a\nb", "caf\udce9", r"^src/caf.\.py$", "é", r"^src/caf..\.py$"]
+    assert match_paths(expressions, paths) == [[0], [1, 2, 3, 4], [0], [1, 2], [1, 2], [4], [4]]
+    assert match_paths(expressions, paths) == one_by_one(expressions, paths)
 
 
-def _template_examples() -> list[str]:
-    template = (ROOT / "workflows" / "prompts" / "plan.md.j2").read_text(encoding="utf-8")
-    return [json.loads(line)["files"] for line in template.splitlines() if line.startswith('{"id"')]
+def test_a_repetition_after_a_non_ascii_character_repeats_the_whole_character():
+    assert match_paths(["^é+$"], ["éé", b"\xc3\xa9\xa9", "é"]) == [[0, 2]]
 
 
-def _worked_example() -> list[str]:
-    lines = (ROOT / "examples" / "worked-example.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line)["files"] for line in lines if line.strip()]
+def test_a_bracket_expression_holds_single_bytes_only():
+    with pytest.raises(ValueError, match=r"'é' at character 2 is 2 bytes in UTF-8, and a bracket expression"):
+        compile_ere("[é]")
+    assert match_paths(["[\udce9]", "[^a]"], [b"\xe9", "a", "é"]) == [[0], [0, 2]]
 
+
+def test_a_lone_surrogate_in_files_is_refused_as_no_bytes_of_a_path():
+    (problem,) = messages([unit("odd", "src/\ud800")])
+    assert "is the lone surrogate U+D800, which stands for no bytes of a path" in problem
+
+
+# --------------------------------------------------------------------------- many expressions at once
 
 PLAN_PATTERNS = [
     "^app/api/",
@@ -179,6 +207,52 @@ PLAN_PATTERNS = [
     r"^docs/(.*/)?index\.md$",
     "^(" + "|".join(f"src/module{index}/file{index}\\.py" for index in range(12)) + ")$",
 ]
+PATHS = [
+    "app/api/x.py", "src/a/b.py", "lib/c.py", "docs/guide/intro.md", "docs/intro01.md", "README.md", "tools/run",
+    ".github/workflows/ci.yml", "src/v12/mod.c", "app/x/tests/y_test.py", "app/a_b/c.py", "src/module3/file3.py",
+    "docs/index.md", "docs/a/b/index.md", "src/p/q.pyi", "cli/main.py", "", "a" * 5000 + "b",
+]
+
+
+def test_the_set_of_every_expression_agrees_with_each_expression_alone():
+    expressions = PLAN_PATTERNS + [files for files, _, _ in EXPONENTIAL]
+    found = match_paths(expressions, PATHS)
+    assert found == one_by_one(expressions, PATHS)
+    assert found[0] == [0] and found[1] == [1, 2, 11]
+
+
+def test_an_expression_given_twice_gets_its_paths_twice():
+    assert match_paths(["^src/", r"\.py$", "^src/"], ["src/a.py", "lib/b.py"]) == [[0], [0, 1], [0]]
+
+
+def test_without_a_set_the_paths_are_matched_one_expression_at_a_time_with_the_same_answer(monkeypatch):
+    monkeypatch.setattr(ere, "_set_budget", lambda compiled: 1)  # no room: RE2 refuses to build the Set
+    expressions = PLAN_PATTERNS + [files for files, _, _ in EXPONENTIAL]
+    assert ere._set_matcher([compile_ere(files) for files in expressions]) is None
+    assert match_paths(expressions, PATHS) == one_by_one(expressions, PATHS)
+
+
+def test_match_paths_with_nothing_to_match():
+    assert match_paths([], ["a"]) == []
+    assert match_paths(["(a|a)*c"], []) == [[]]
+
+
+def test_match_paths_refuses_an_invalid_expression_before_matching():
+    with pytest.raises(ValueError, match="no \\(\\?\\.\\.\\.\\) groups"):
+        match_paths(["^ok/", "(?:x)"], ["ok/x"])
+
+
+# --------------------------------------------------------------------------- what plans write keeps working
+
+
+def _template_examples() -> list[str]:
+    template = (ROOT / "workflows" / "prompts" / "plan.md.j2").read_text(encoding="utf-8")
+    return [json.loads(line)["files"] for line in template.splitlines() if line.startswith('{"id"')]
+
+
+def _worked_example() -> list[str]:
+    lines = (ROOT / "examples" / "worked-example.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["files"] for line in lines if line.strip()]
 
 
 @pytest.mark.parametrize(
@@ -186,12 +260,11 @@ PLAN_PATTERNS = [
     PLAN_PATTERNS + _template_examples() + _worked_example() + [unit["files"] for unit in DEMO_UNITS],
 )
 def test_expressions_plans_use_are_accepted(files):
-    assert files_hazard(files) is None
+    assert messages([unit("any", files)]) == []
 
 
-def test_the_planner_is_told_the_limits_that_are_enforced():
+def test_the_planner_is_told_the_length_limit():
     template = (ROOT / "workflows" / "prompts" / "plan.md.j2").read_text(encoding="utf-8")
-    assert f"more than {MAX_WIDE_REPEATS} repetitions such as `.*`" in template
     assert f"longer than {MAX_FILES_CHARS} characters" in template
 
 
@@ -207,79 +280,3 @@ def test_a_plan_with_every_kind_of_real_expression_is_built_against_tracked_path
     tracked = ["app/api/x.py", "src/a/b.py", "lib/c.py", "docs/guide/intro.md", "README.md", "tools/run",
                ".github/workflows/ci.yml", "vendor/v12/mod.c", "docs/notes.txt", "src/data.json"]
     assert [unit.id for unit in build_graph(raw, tracked_paths=tracked)] == [u["id"] for u in raw]
-
-
-# --------------------------------------------------------------------------- bounded whatever the expression
-
-
-def test_an_expression_the_static_check_accepts_still_cannot_hang_validation():
-    # Three .* pass files_hazard, but cost about n**4 steps on an n-character path without an x.
-    raw = [unit("slow", ".*.*.*x"), unit("api", "^src/"), unit("docs", r"\.md$")]
-    tracked = ["a" * 3000, "src/notes.md"]
-    found = messages(raw, tracked_paths=tracked, match_timeout=SHORT_DEADLINE)
-    assert found == [
-        f"unit 'slow': matching files '.*.*.*x' against the 2 tracked paths took longer than {SHORT_DEADLINE:g} s;"
-        " simplify it: anchor it with ^ and use fewer repetitions such as .*",
-        "unit 'api': files '^src/' overlaps unit 'docs' (files '\\\\.md$'): both match the tracked path"
-        " 'src/notes.md'; each path may belong to one unit only",
-    ]
-
-
-def test_the_worker_bounds_even_an_exponential_expression():
-    with pytest.raises(MatchTimeout) as caught:
-        match_paths(["^src/", "(a|a)*c", "^docs/"], ["src/x", "a" * 64], timeout=SHORT_DEADLINE)
-    slow = caught.value
-    assert (slow.position, slow.files, slow.done) == (1, "(a|a)*c", [[0]])
-    assert str(slow) == (
-        f"matching files '(a|a)*c' against 2 paths took longer than {SHORT_DEADLINE:g} s;"
-        " simplify the expression: anchor it with ^ and use fewer repetitions such as .*"
-    )
-
-
-def test_match_paths_gives_the_positions_each_expression_matches_anywhere_in_a_path():
-    paths = ["src/api/x.py", "docs/a.md", "lib/src/y.py", "README.md"]
-    assert match_paths(["^src/", r"\.md$", "src/", "^nothing"], paths) == [[0], [1, 3], [0, 2], []]
-
-
-def test_match_paths_starts_no_worker_when_there_is_nothing_to_match():
-    assert match_paths([], ["a"]) == []
-    assert match_paths(["(a|a)*c"], []) == [[]]
-
-
-def test_match_paths_refuses_an_invalid_expression_or_deadline_before_matching():
-    with pytest.raises(ValueError, match="no \\(\\?\\.\\.\\.\\) groups"):
-        match_paths(["^ok/", "(?:x)"], ["ok/x"])
-    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
-        match_paths(["^ok/"], ["ok/x"], timeout=0)
-
-
-def test_a_lanes_ownership_check_is_bounded_by_the_deadline_too():
-    lane = Unit(id="slow", title="t", needs=(), files=".*.*.*x", check="true", brief="b")
-    with pytest.raises(MatchTimeout) as caught:
-        ownership_violations(lane, ["notes/x", "a" * 3000], timeout=SHORT_DEADLINE)
-    assert caught.value.files == ".*.*.*x"
-
-
-def test_a_lanes_ownership_check_still_keeps_lanebots_own_directories_out():
-    lane = Unit(id="all", title="t", needs=(), files="^.*$", check="true", brief="b")
-    changed = ["src/x.py", ".lanebot/units.jsonl", ".github/workflows/ci.yml", "src/x.py"]
-    assert ownership_violations(lane, changed) == [".lanebot/units.jsonl", ".github/workflows/ci.yml"]
-
-
-def test_paths_with_newlines_and_undecodable_bytes_reach_the_worker_intact():
-    paths = ["docs/a\nb.md", "src/caf\udce9.py", "src/ok.py"]  # git paths may hold both
-    assert match_paths([r"\.md$", "^src/", "a\nb"], paths) == [[0], [1, 2], [0]]
-
-
-def test_a_worker_that_dies_is_an_error_that_says_how(monkeypatch):
-    monkeypatch.setattr(matching_module, "_WORKER_SOURCE", "import sys; sys.exit('out of memory, say')")
-    with pytest.raises(RuntimeError, match="exited with code 1: out of memory, say"):
-        match_paths(["^src/"], ["src/x.py"])
-
-
-def test_a_worker_that_never_reads_its_input_is_an_error_not_a_hang(monkeypatch):
-    monkeypatch.setattr(matching_module, "_WORKER_SOURCE", "import time; time.sleep(3600)")
-    monkeypatch.setattr(matching_module, "_WORKER_INPUT_TIMEOUT_S", SHORT_DEADLINE)
-    many = [f"src/{index:06}.py" for index in range(20_000)]  # more than a pipe holds unread
-    with pytest.raises(RuntimeError, match=f"did not read its input within {SHORT_DEADLINE:g} s"):
-        match_paths(["^src/"], many)

@@ -16,9 +16,9 @@ from anyio import to_thread
 from sqlalchemy.exc import DataError
 from sqlmodel import select
 
-from bot import webhooks
-from bot.store import db, deliveries
-from bot.store.models import Delivery
+from bot.web import intake as webhooks
+from bot.edges.store import db, deliveries
+from bot.edges.store.models import Delivery
 from tests.app_helpers import WAIT_LIMIT_SECONDS, WEBHOOK_PATH, delivery_headers, running_lanebot
 
 pytestmark = pytest.mark.anyio

@@ -32,15 +32,15 @@ import yaml
 from gidgethub import sansio
 from sqlmodel import col, select
 
-from bot.app import create_app
-from bot.dispatcher import HandlerContext
-from bot.github.client import GitHubApp
-from bot.handlers import router
-from bot.jobs import BUILD_UNAVAILABLE, Jobs
-from bot.labels import is_state_label
+from bot.web.app import create_app
+from bot.web.dispatcher import HandlerContext
+from bot.edges.github.client import GitHubApp
+from bot.web.handlers import router
+from bot.runner.jobs import BUILD_UNAVAILABLE, Jobs
+from bot.core.labels import is_state_label
 from bot.sandbox.faults import Fault
-from bot.store import db, deliveries, runs
-from bot.store.models import Run
+from bot.edges.store import db, deliveries, runs
+from bot.edges.store.models import Run
 from tests.app_helpers import SECRET, WEBHOOK_PATH, make_settings, running, settle
 from tests.sandbox_helpers import SandboxRepository, WebhookInbox, served_sandbox
 
@@ -427,7 +427,7 @@ async def test_approve_in_an_edited_comment_is_ignored(world):
 
 
 class RecordingOrchestrator:
-    """Stands where bot.orchestrator will: notes which runs it was asked to drive or cancel."""
+    """Stands where bot.runner.orchestrator will: notes which runs it was asked to drive or cancel."""
 
     def __init__(self) -> None:
         self.driven: list[int] = []

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.labels import (
+from bot.core.labels import (
     STATE_LABELS,
     LabelChanges,
     LabelSpec,
@@ -18,7 +18,7 @@ from bot.labels import (
     missing_labels,
     trigger_label,
 )
-from bot.lifecycle import RunState
+from bot.core.lifecycle import RunState
 
 STATE_NAMES = [spec.name for spec in STATE_LABELS]
 

@@ -8,20 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.checks import SUMMARY_LIMIT, external_id, lane_check_name, lane_report, parse_external_id, verify_report
-from bot.graph import Graph, Unit
-from bot.integrate import LaneSummary, pr_body, split_pr_text
-from bot.lanes import (
-    FailureKind,
-    LaneFailure,
-    integration_branch,
-    keep_tail,
-    lane_branch,
-    merge_message,
-    ownership_violations,
-    parse_merge_message,
-    run_script,
-)
+from bot.core.checks import SUMMARY_LIMIT, external_id, lane_check_name, parse_external_id
+from bot.render.checks import lane_report, verify_report
+from bot.core.graph import Graph, Unit
+from bot.render.pull_request import LaneSummary, pr_body, split_pr_text
+from bot.runner.lanes import FailureKind, LaneFailure, keep_tail, ownership_violations, run_script
+from bot.core.names import integration_branch, lane_branch, merge_message, parse_merge_message
 
 
 def make_unit(files: str, unit_id: str = "api") -> Unit:

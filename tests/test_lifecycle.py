@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from bot.lifecycle import (
+from bot.core.lifecycle import (
     ALL_COMMANDS,
     QUERY_COMMANDS,
     TERMINAL,

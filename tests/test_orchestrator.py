@@ -3,7 +3,7 @@ and a scripted `command` agent), and the sandbox GitHub served from a thread (te
 lanebot authenticates as the App, fetches and pushes over git's smart HTTP, and uses GitHub's REST
 routes as it would on github.com.
 
-Each test approves a plan in the database and drives the run with `bot.orchestrator`, then
+Each test approves a plan in the database and drives the run with `bot.runner.orchestrator`, then
 looks at what GitHub would show: branches and their history (in the sandbox's git store), check
 runs, the progress comment, labels, the pull request.
 """
@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from bot import orchestrator
-from bot.github.client import GitHubApp
-from bot.lanes import integration_branch, lane_branch
-from bot.lifecycle import InvalidTransition
-from bot.store import runs as store
-from bot.store.db import make_engine
+from bot.runner import orchestrator
+from bot.edges.github.client import GitHubApp
+from bot.core.names import integration_branch, lane_branch
+from bot.core.lifecycle import InvalidTransition
+from bot.edges.store import runs as store
+from bot.edges.store.db import make_engine
 from tests.lanes_helpers import (
     INSTALLATION,
     ISSUE,

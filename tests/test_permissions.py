@@ -15,9 +15,9 @@ import pytest
 import respx
 from gidgethub import BadRequest
 
-from bot.github.client import LanebotAPI
-from bot.permissions import CACHE_SECONDS, PermissionCache, authorise, role_from_answer
-from bot.workflow import GateSettings
+from bot.edges.github.client import LanebotAPI
+from bot.edges.github.permissions import CACHE_SECONDS, PermissionCache, authorise, role_from_answer
+from bot.core.workflow import GateSettings
 
 pytestmark = pytest.mark.anyio
 

@@ -21,23 +21,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.graph import parse_units
-from bot.planner import (
-    PLAN_FILE,
+from bot.core.graph import parse_units
+from bot.runner.plan_session import PLAN_FILE, plan_issue, snapshot_tree, tree_changes
+from bot.core.plans import (
     CommentText,
     IssueText,
     PlanOutcome,
     extract_hand_plan,
     plan_from_hand,
     plan_in_message,
-    plan_issue,
     prompt_context,
-    sanitize_untrusted,
-    snapshot_tree,
     summarise_paths,
-    tree_changes,
 )
-from bot.workflow import Workflow, fence, load_workflow
+from bot.core.text import sanitize_untrusted
+from bot.core.workflow import Workflow
+from bot.render.prompts import fence
+from bot.edges.workflow_files import load_workflow
 
 FAKE_PLANNER = r'''
 import json, os, sys, time

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.gate import COMMENT_LIMIT, parse_marker
-from bot.lifecycle import RunState
-from bot.progress import LaneView, Throttle, failure_tail, lane_checklist, render_progress
+from bot.core.text import COMMENT_LIMIT, parse_marker
+from bot.core.lifecycle import RunState
+from bot.render.progress import LaneView, Throttle, failure_tail, lane_checklist, render_progress
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands import parse_commands
-from bot.handlers.pull_comment import PullConversation
+from bot.core.commands import parse_commands
+from bot.web.handlers.pull_comment import PullConversation
 
 
 def notes(body: str) -> str:

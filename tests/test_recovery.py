@@ -9,9 +9,9 @@ import pytest
 import respx
 
 from bot.cli import main
-from bot.github.client import GitHubApp
-from bot.recovery import plan_recovery, recover
-from bot.store import deliveries
+from bot.edges.github.client import GitHubApp
+from bot.web.recovery import plan_recovery, recover
+from bot.edges.store import deliveries
 from tests.app_helpers import make_settings, private_key_pem
 
 pytestmark = pytest.mark.anyio

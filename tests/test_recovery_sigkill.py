@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.lanes import integration_branch
-from bot.store import runs as store
-from bot.store.db import make_engine
+from bot.core.names import integration_branch
+from bot.edges.store import runs as store
+from bot.edges.store.db import make_engine
 from tests.app_helpers import private_key_pem
 from tests.lanes_helpers import (
     INSTALLATION,

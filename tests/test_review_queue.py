@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bot import fix_lane, review_queue, verifiers
-from bot.store import reviews, runs
+from bot.runner.review import queue as review_queue
+from bot.edges.store import reviews, runs
 from tests.test_store import new_run
 
 
@@ -28,7 +28,7 @@ def enqueue(engine, run_id: int, key: str, kind: str = "fix") -> Any:
 
 
 @pytest.mark.anyio
-async def test_work_does_the_queued_requests_in_order_never_two_at_once(engine, monkeypatch):
+async def test_work_does_the_queued_requests_in_order_never_two_at_once(engine):
     run = new_run(engine)
     for key, kind in (("review:1", "fix"), ("self:1:abc", "self"), ("comment:2", "fix")):
         enqueue(engine, run.id, key, kind)
@@ -38,9 +38,7 @@ async def test_work_does_the_queued_requests_in_order_never_two_at_once(engine, 
         seen.append((request.dedupe_key, [r.state for r in reviews.requests(engine, run.id)]))
         reviews.finish(engine, request.id, "done")
 
-    monkeypatch.setattr(fix_lane, "run_fix", step)
-    monkeypatch.setattr(verifiers, "self_review", step)
-    await review_queue.work(Context(engine), run.id)
+    await review_queue.work(Context(engine), run.id, {"fix": step, "self": step})
 
     assert seen == [("review:1", ["running", "queued", "queued"]),
                     ("self:1:abc", ["done", "running", "queued"]),
@@ -48,7 +46,7 @@ async def test_work_does_the_queued_requests_in_order_never_two_at_once(engine, 
 
 
 @pytest.mark.anyio
-async def test_a_request_whose_work_raises_is_failed_with_the_error_and_the_next_one_still_runs(engine, monkeypatch):
+async def test_a_request_whose_work_raises_is_failed_with_the_error_and_the_next_one_still_runs(engine):
     run = new_run(engine)
     broken, after = enqueue(engine, run.id, "review:1"), enqueue(engine, run.id, "review:2")
 
@@ -57,8 +55,7 @@ async def test_a_request_whose_work_raises_is_failed_with_the_error_and_the_next
             raise RuntimeError("the mirror is gone")
         reviews.finish(engine, request.id, "done")
 
-    monkeypatch.setattr(fix_lane, "run_fix", step)
-    await review_queue.work(Context(engine, github=None), run.id)
+    await review_queue.work(Context(engine, github=None), run.id, {"fix": step})
 
     failed, done = reviews.get(engine, broken.id), reviews.get(engine, after.id)
     assert (failed.state, failed.error) == ("failed", "RuntimeError: the mirror is gone")

@@ -6,15 +6,8 @@ from types import MappingProxyType
 
 import pytest
 
-from bot.graph import Graph, build_graph
-from bot.scheduler import (
-    Decision,
-    LaneState,
-    Schedule,
-    Span,
-    decide,
-    simulate,
-)
+from bot.core.graph import Graph, build_graph
+from bot.core.scheduler import Decision, LaneState, Schedule, Span, decide, simulate
 
 PENDING, RUNNING, FINISHED, MERGED, FAILED = (
     LaneState.PENDING,

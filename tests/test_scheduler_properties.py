@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.graph import Graph, build_graph
-from bot.scheduler import Decision, LaneState, Schedule, Simulation, decide, simulate
+from bot.core.graph import Graph, build_graph
+from bot.core.scheduler import Decision, LaneState, Schedule, Simulation, decide, simulate
 
 MAX_UNITS = 8
 # Modest example counts keep the module to seconds; deadline=None because the machine is shared.

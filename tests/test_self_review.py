@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.gate import COMMENT_LIMIT, marker, parse_marker
-from bot.self_review import (
+from bot.core.text import COMMENT_LIMIT, marker, parse_marker
+from bot.core.findings import (
     FINDINGS_FILE,
     LENSES,
     SEVERITIES,

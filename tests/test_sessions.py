@@ -1,7 +1,7 @@
-"""Agent sessions as rows (bot/sessions.py): what a session leaves in `agent_sessions`, and how the
+"""Agent sessions as rows (bot/runner/sessions.py): what a session leaves in `agent_sessions`, and how the
 sessions a previous life of lanebot left running are stopped and marked lost.
 
-The wrapped adapter here is a stand-in with the adapters' interface (bot/agents/base.py `Agent`);
+The wrapped adapter here is a stand-in with the adapters' interface (bot/edges/agents/base.py `Agent`);
 the real adapters' sessions are recorded the same way in tests/test_issue_flow.py.
 """
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.agents import AgentConfigError, AgentRequest, AgentResult
-from bot.agents.base import Usage
-from bot.agents.process import group_has_live_members
-from bot.sessions import RecordedAgent, abandon_running, host_name
-from bot.store import runs
+from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult
+from bot.edges.agents.base import Usage
+from bot.edges.agents.process import group_has_live_members
+from bot.runner.sessions import RecordedAgent, abandon_running, host_name
+from bot.edges.store import runs
 from tests.test_store import new_run
 
 

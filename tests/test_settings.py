@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from bot.settings import Settings, SettingsError, parse_env_text
+from bot.edges.settings import Settings, SettingsError, parse_env_text
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ import pytest
 import respx
 from starlette.applications import Starlette
 
-from bot import setup
-from bot.app import create_app, create_setup_app
-from bot.settings import Settings, parse_env_text
+from bot.web import registration as setup
+from bot.web.app import create_app, create_setup_app
+from bot.edges.settings import Settings, parse_env_text
 from tests.app_helpers import make_settings, private_key_pem, running
 
 pytestmark = pytest.mark.anyio

@@ -19,8 +19,8 @@ from sqlalchemy import Column, Integer, MetaData, inspect, text
 from sqlalchemy.exc import StatementError
 
 import bot.cli
-from bot.store import deliveries, runs
-from bot.store.db import (
+from bot.edges.store import deliveries, runs
+from bot.edges.store.db import (
     alembic_config,
     current_revision,
     head_revision,
@@ -28,7 +28,7 @@ from bot.store.db import (
     migrate,
     normalise_url,
 )
-from bot.store.models import metadata
+from bot.edges.store.models import metadata
 
 TABLES = {"deliveries", "installations", "runs", "plans", "lanes", "agent_sessions", "run_events",
           "review_requests"}

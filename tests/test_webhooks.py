@@ -12,9 +12,9 @@ import pytest
 import respx
 from sqlmodel import select
 
-from bot import webhooks
-from bot.store import db
-from bot.store.models import Delivery, Installation
+from bot.web import intake as webhooks
+from bot.edges.store import db
+from bot.edges.store.models import Delivery, Installation
 from tests.app_helpers import (
     SECRET,
     WEBHOOK_PATH,
@@ -85,7 +85,7 @@ def _assert_stored_and_routed(engine, sent) -> None:
         assert row.repository == (payload.get("repository") or {}).get("full_name"), path
         assert json.loads(row.body) == payload, path
         # Routed: every handler ran. Only the example ping fails, on purpose: it comes from a
-        # repository webhook, not from the App's (see bot/handlers/ping.py).
+        # repository webhook, not from the App's (see bot/web/handlers/ping.py).
         expected = ("failed", "ForeignHookError") if row.event == "ping" else ("processed", None)
         assert (row.status, (row.error or "").split(":")[0] or None) == expected, path
     with db.session(engine) as session:

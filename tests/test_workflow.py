@@ -10,19 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from bot.graph import SessionBudget
-from bot.workflow import (
-    DEFAULT_WORKFLOW,
+from bot.core.graph import SessionBudget
+from bot.edges.workflow_files import DEFAULT_WORKFLOW, load_workflow
+from bot.core.workflow import (
     PR_TITLE_LIMIT,
     REVIEW_LENSES,
     WorkflowError,
     deep_merge,
-    fence,
-    load_workflow,
     parse_duration,
     parse_yaml,
-    tail,
 )
+from bot.render.prompts import fence, tail
+from bot.render.prompts import prompt_path, render_prompt
 
 REPO = ".github/lanebot.yml"
 
@@ -542,8 +541,7 @@ def assert_fully_rendered(text: str) -> None:
 
 
 def test_the_plan_prompt_renders_the_issue_as_fenced_data_and_states_the_rules():
-    text = load_workflow().render_prompt(
-        "plan", issue=ISSUE, tracked_paths=["app/store/schema.py", "app/api/items.py"], max_units=6, rules=[])
+    text = render_prompt(load_workflow(), "plan", issue=ISSUE, tracked_paths=["app/store/schema.py", "app/api/items.py"], max_units=6, rules=[])
 
     assert_fully_rendered(text)
     assert "At most 6 units" in text
@@ -558,8 +556,7 @@ def test_the_plan_prompt_renders_the_issue_as_fenced_data_and_states_the_rules()
 
 
 def test_the_plan_prompt_on_replan_carries_feedback_the_previous_plan_and_the_errors():
-    text = load_workflow().render_prompt(
-        "plan", issue={**ISSUE, "comments": []}, tracked_paths="1,204 paths; top folders: app/ (900), tests/ (304)",
+    text = render_prompt(load_workflow(), "plan", issue={**ISSUE, "comments": []}, tracked_paths="1,204 paths; top folders: app/ (900), tests/ (304)",
         max_units=4, rules=["Never touch vendor/."], feedback="Merge the two API units.",
         previous_plan='{"id": "a"}\n{"id": "b"}', failure=["b: needs names no unit: 'c'", "Dependency cycle detected: a -> b -> a"],
     )
@@ -574,7 +571,7 @@ def test_the_plan_prompt_on_replan_carries_feedback_the_previous_plan_and_the_er
 
 
 def test_the_lane_prompt_names_the_unit_its_paths_and_its_check():
-    text = load_workflow().render_prompt("lane", issue=ISSUE, unit=SCHEMA, branch="lanebot/42/store-schema")
+    text = render_prompt(load_workflow(), "lane", issue=ISSUE, unit=SCHEMA, branch="lanebot/42/store-schema")
 
     assert_fully_rendered(text)
     assert "## Your unit: `store-schema` — Add the archived flag" in text
@@ -587,8 +584,7 @@ def test_the_lane_prompt_names_the_unit_its_paths_and_its_check():
 
 def test_the_lane_prompt_on_a_retry_shows_the_failure_and_only_the_last_200_lines():
     output = "\n".join(f"line {n}" for n in range(1, 251))
-    text = load_workflow().render_prompt(
-        "lane", issue=ISSUE, unit=SCHEMA, branch="lanebot/42/store-schema",
+    text = render_prompt(load_workflow(), "lane", issue=ISSUE, unit=SCHEMA, branch="lanebot/42/store-schema",
         failure={"reason": "the check exited with status 1", "output": output, "attempt": 2,
                  "paths": ["README.md", "app/api/items.py"]},
     )
@@ -601,7 +597,7 @@ def test_the_lane_prompt_on_a_retry_shows_the_failure_and_only_the_last_200_line
 
 
 def test_the_integrate_prompt_lists_the_units_the_verify_command_and_the_pr_file():
-    text = load_workflow().render_prompt("integrate", issue=ISSUE, units=[SCHEMA, ENDPOINT], verify="make test")
+    text = render_prompt(load_workflow(), "integrate", issue=ISSUE, units=[SCHEMA, ENDPOINT], verify="make test")
 
     assert_fully_rendered(text)
     assert "split into 2\nunits" in text
@@ -612,8 +608,7 @@ def test_the_integrate_prompt_lists_the_units_the_verify_command_and_the_pr_file
 
 
 def test_the_integrate_prompt_on_a_repair_shows_the_verify_failure():
-    text = load_workflow().render_prompt(
-        "integrate", issue=ISSUE, units=[SCHEMA], verify="make test",
+    text = render_prompt(load_workflow(), "integrate", issue=ISSUE, units=[SCHEMA], verify="make test",
         failure={"reason": "make test exited with status 2", "output": "FAILED tests/api/test_archive.py::test_404"},
     )
     assert_fully_rendered(text)
@@ -623,8 +618,7 @@ def test_the_integrate_prompt_on_a_repair_shows_the_verify_failure():
 
 
 def test_the_resolver_prompt_names_the_paths_both_sides_and_forbids_markers():
-    text = load_workflow().render_prompt(
-        "resolve", issue=ISSUE, branch="lanebot/42", incoming=ENDPOINT,
+    text = render_prompt(load_workflow(), "resolve", issue=ISSUE, branch="lanebot/42", incoming=ENDPOINT,
         incoming_branch="lanebot/42/archive-endpoint", merged=[SCHEMA], paths=["app/routes.py", "CHANGELOG.md"],
     )
 
@@ -636,8 +630,7 @@ def test_the_resolver_prompt_names_the_paths_both_sides_and_forbids_markers():
 
 
 def test_the_resolver_prompt_without_a_claiming_unit_points_at_the_history():
-    text = load_workflow().render_prompt(
-        "resolve", issue=ISSUE, branch="lanebot/42", incoming=ENDPOINT,
+    text = render_prompt(load_workflow(), "resolve", issue=ISSUE, branch="lanebot/42", incoming=ENDPOINT,
         incoming_branch="lanebot/42/archive-endpoint", merged=[], paths=["app/routes.py"],
     )
     assert_fully_rendered(text)
@@ -681,7 +674,7 @@ def render_fix(**changes) -> str:
         instructions=[TRUSTED_THREAD], context=[CONTEXT_THREAD], allowed_files=["app/store/items.py", "docs/api.md"],
         verify="make test", failure=None, threads_file=".lanebot/threads.json", report_file=".lanebot/fix.json",
     )
-    return load_workflow().render_prompt("fix", **(context | changes))
+    return render_prompt(load_workflow(), "fix", **(context | changes))
 
 
 def test_the_fix_prompt_marks_trusted_instructions_apart_from_context():
@@ -742,7 +735,7 @@ def test_the_fix_prompt_on_a_retry_shows_the_failure():
 
 def test_the_fix_prompt_names_a_missing_variable():
     with pytest.raises(WorkflowError) as caught:
-        load_workflow().render_prompt("fix", issue=ISSUE, pull=PULL)
+        render_prompt(load_workflow(), "fix", issue=ISSUE, pull=PULL)
     (problem,) = caught.value.problems
     assert problem.endswith("fix.md.j2: 'request' is undefined")
 
@@ -753,7 +746,7 @@ def render_review(**changes) -> str:
         lens={"name": "security", "description": REVIEW_LENSES["security"]}, units=[SCHEMA, ENDPOINT],
         diff_file=".lanebot/diff.patch", findings_file=".lanebot/findings.json", max_findings=7,
     )
-    return load_workflow().render_prompt("review", **(context | changes))
+    return render_prompt(load_workflow(), "review", **(context | changes))
 
 
 def test_the_review_prompt_asks_to_refute_the_pull_request_through_one_lens_without_editing():
@@ -790,7 +783,7 @@ def render_refute(**changes) -> str:
         findings_file=".lanebot/findings-to-check.json", verdicts_file=".lanebot/verdicts.json",
         diff_file=".lanebot/diff.patch",
     )
-    return load_workflow().render_prompt("refute", **(context | changes))
+    return render_prompt(load_workflow(), "refute", **(context | changes))
 
 
 def test_the_refute_prompt_lists_the_other_lenses_findings_and_refutes_only_with_evidence():
@@ -830,13 +823,13 @@ class UnitObject:
 
 def test_templates_read_attributes_of_objects_as_well_as_mapping_keys():
     unit = UnitObject(SCHEMA["id"], SCHEMA["title"], SCHEMA["files"], SCHEMA["check"], SCHEMA["brief"])
-    text = load_workflow().render_prompt("lane", issue=ISSUE, unit=unit, branch="lanebot/42/store-schema")
+    text = render_prompt(load_workflow(), "lane", issue=ISSUE, unit=unit, branch="lanebot/42/store-schema")
     assert "`store-schema` — Add the archived flag" in text
 
 
 def test_a_missing_template_variable_is_an_error_naming_it_and_the_template():
     with pytest.raises(WorkflowError) as caught:
-        load_workflow().render_prompt("lane", issue=ISSUE, unit=SCHEMA)
+        render_prompt(load_workflow(), "lane", issue=ISSUE, unit=SCHEMA)
     (problem,) = caught.value.problems
     assert problem.endswith("lane.md.j2: 'branch' is undefined")
 
@@ -845,7 +838,7 @@ def test_a_repository_may_pick_another_template_from_the_prompts_folder(workflow
     (workflows_copy / "prompts" / "lane-terse.md.j2").write_text("Do {{ unit.id }} on {{ branch }}.\n")
     workflow = load_workflow([(REPO, {"build": {"prompt": "lane-terse.md.j2"}})],
                              path=workflows_copy / "resolve-issue.yaml")
-    assert workflow.render_prompt("lane", unit=SCHEMA, branch="b") == "Do store-schema on b.\n"
+    assert render_prompt(workflow, "lane", unit=SCHEMA, branch="b") == "Do store-schema on b.\n"
 
 
 def test_a_template_that_does_not_exist_is_named_with_the_ones_that_do():
@@ -861,7 +854,7 @@ def test_a_template_name_that_is_a_path_is_refused(name):
         f"{REPO}: plan.prompt: {name!r} is not a template file name: name a file inside workflows/prompts "
         "(like lane.md.j2), not a path")
     with pytest.raises(WorkflowError, match="not a template file name"):
-        load_workflow().prompt_path(name)
+        prompt_path(load_workflow(), name)
 
 
 def test_a_template_symlinked_out_of_the_prompts_folder_is_refused(workflows_copy: Path, tmp_path: Path):
@@ -870,13 +863,13 @@ def test_a_template_symlinked_out_of_the_prompts_folder_is_refused(workflows_cop
     (workflows_copy / "prompts" / "sneaky.md.j2").symlink_to(outside)
     workflow = load_workflow(path=workflows_copy / "resolve-issue.yaml")
     with pytest.raises(WorkflowError, match="leads outside"):
-        workflow.render_prompt("sneaky.md.j2")
+        render_prompt(workflow, "sneaky.md.j2")
 
 
 def test_prompt_path_resolves_step_names_to_their_configured_files():
     workflow = load_workflow()
-    assert workflow.prompt_path("resolve") == (DEFAULT_WORKFLOW.parent / "prompts" / "resolve.md.j2").resolve()
-    assert workflow.prompt_path("integrate.md.j2").name == "integrate.md.j2"
+    assert prompt_path(workflow, "resolve") == (DEFAULT_WORKFLOW.parent / "prompts" / "resolve.md.j2").resolve()
+    assert prompt_path(workflow, "integrate.md.j2").name == "integrate.md.j2"
 
 
 def test_fence_outgrows_any_backtick_run_in_the_text():

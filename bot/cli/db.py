@@ -15,9 +15,16 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from bot.cli import UsageError
-from bot.store import deliveries
-from bot.store.db import DEFAULT_DATABASE_URL, current_revision, display_url, head_revision, make_engine, migrate
-from bot.store.models import Delivery
+from bot.edges.store import deliveries
+from bot.edges.store.db import (
+    DEFAULT_DATABASE_URL,
+    current_revision,
+    display_url,
+    head_revision,
+    make_engine,
+    migrate,
+)
+from bot.edges.store.models import Delivery
 
 _DELIVERY_COLUMNS = ("id", "event", "action", "repository", "status", "error")
 

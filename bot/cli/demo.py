@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bot.agents import AGENT_NAMES
+from bot.edges.agents import AGENT_NAMES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -2,7 +2,7 @@
 
 Reads the runs from `--database-url` (else `DATABASE_URL`, else SQLite in the working folder) and
 works under `--workdir` (else `LANEBOT_WORKDIR`, else `.lanebot-work`), the folder `lanebot serve`
-keeps mirrors and worktrees in. What it removes, and what it never removes, is bot/gc.py's.
+keeps mirrors and worktrees in. What it removes, and what it never removes, is bot/runner/cleanup.py's.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 from sqlalchemy.exc import OperationalError
 
 from bot.cli import UsageError
-from bot.gc import Removal, collect, human_bytes, parse_age
-from bot.settings import Settings
-from bot.store.db import DEFAULT_DATABASE_URL, current_revision, display_url, head_revision, make_engine
+from bot.runner.cleanup import Removal, collect, human_bytes, parse_age
+from bot.edges.settings import Settings
+from bot.edges.store.db import DEFAULT_DATABASE_URL, current_revision, display_url, head_revision, make_engine
 
 DEFAULT_AGE = "7d"
 

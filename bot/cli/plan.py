@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bot import graph as unit_graph
+from bot.core import graph as unit_graph
 from bot.cli import UsageError
-from bot.graph import Graph, InvalidPlan, PlanSyntaxError
-from bot.scheduler import simulate
-from bot.workflow import WorkflowError, load_workflow, parse_yaml
+from bot.core.graph import Graph, InvalidPlan, PlanSyntaxError
+from bot.core.scheduler import simulate
+from bot.core.workflow import WorkflowError, parse_yaml
+from bot.edges.workflow_files import load_workflow
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -17,10 +17,10 @@ import uvicorn
 
 from bot.cli import UsageError
 from bot.cli.db import deliveries_subcommands
-from bot.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, Settings, SettingsError
+from bot.edges.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, Settings, SettingsError
 
 if TYPE_CHECKING:
-    from bot.recovery import RecoveryReport
+    from bot.web.recovery import RecoveryReport
 
 _DURATION = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -74,7 +74,7 @@ def configure_logging(level: str) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from bot.app import create_app
+    from bot.web.app import create_app
 
     settings = load_settings(args.env_file)
     configure_logging(settings.log_level)
@@ -84,7 +84,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_setup(args: argparse.Namespace) -> int:
-    from bot.app import create_setup_app
+    from bot.web.app import create_setup_app
 
     host = args.host or os.environ.get("HOST", "").strip() or "127.0.0.1"
     port = args.port or _port_from_environment()
@@ -117,9 +117,9 @@ def run_recover(args: argparse.Namespace) -> int:
 async def _recover(settings: Settings, since: timedelta) -> RecoveryReport:
     from anyio import to_thread
 
-    from bot.github.client import GitHubApp
-    from bot.recovery import recover
-    from bot.store import db
+    from bot.edges.github.client import GitHubApp
+    from bot.web.recovery import recover
+    from bot.edges.store import db
 
     engine = db.make_engine(settings.database_url)
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 from bot.demo.plan import issue_body
 from bot.demo.stack import Stack, StepTimedOut
-from bot.store import db, runs
+from bot.edges.store import db, runs
 
 REPOSITORY = "octo-org/tasks"
 MAINTAINER = "maintainer"

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bot.gate import render_gate  # noqa: E402
-from bot.graph import SessionBudget, build_graph  # noqa: E402
+from bot.render.gate import render_gate  # noqa: E402
+from bot.core.graph import SessionBudget, build_graph  # noqa: E402
 
 PAYLOAD = '<img src=x onerror="window.__pwned=(window.__pwned||0)+1">'
 

@@ -1,0 +1,51 @@
+"""The names lanebot gives things on GitHub and in git: its branches and its merge commits. Pure.
+
+The integration branch (the pull request's head) is `lanebot/<issue>`; lane branches are
+`lanebot-lanes/<issue>/<unit>` (git cannot hold a branch `lanebot/<issue>` and branches under
+`lanebot/<issue>/` at once). A lane's merge commit reads `Merge lane '<unit>' of #<issue>`: a
+contract, since the per-lane diff view parses it. Check runs are named in bot.core.checks, comment
+markers in bot.core.text.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "INTEGRATION_PREFIX",
+    "LANE_PREFIX",
+    "integration_branch",
+    "lane_branch",
+    "merge_message",
+    "parse_merge_message",
+]
+
+
+INTEGRATION_PREFIX = "lanebot"
+
+
+LANE_PREFIX = "lanebot-lanes"
+
+
+_MERGE_MESSAGE = re.compile(r"^Merge lane '(?P<unit>[a-z0-9][a-z0-9-]{0,39})' of #(?P<issue>\d+)$")
+
+
+def integration_branch(issue_number: int) -> str:
+    """The branch every lane merges into, and the pull request's head."""
+    return f"{INTEGRATION_PREFIX}/{issue_number}"
+
+
+def lane_branch(issue_number: int, unit_id: str) -> str:
+    """The branch one lane's attempts are pushed to."""
+    return f"{LANE_PREFIX}/{issue_number}/{unit_id}"
+
+
+def merge_message(unit_id: str, issue_number: int) -> str:
+    """The merge commit's message. A contract: the per-lane diff view parses it."""
+    return f"Merge lane '{unit_id}' of #{issue_number}"
+
+
+def parse_merge_message(message: str) -> tuple[str, int] | None:
+    """(unit id, issue number) of a lane's merge commit message, or None."""
+    match = _MERGE_MESSAGE.match(message.strip())
+    return (match["unit"], int(match["issue"])) if match else None

@@ -1,0 +1,146 @@
+"""The `claude` adapter: Claude Code in headless mode.
+
+Runs `claude -p --output-format stream-json --verbose --permission-mode <mode> [--model M] ...` with
+the prompt on stdin (with no prompt argument, `claude -p` reads it from stdin). The stream is one
+JSON object per line: `{"type":"system","subtype":"init",...}`, `assistant` and `user` messages,
+other event types newer versions add (kept in the transcript, ignored here), and a final
+`{"type":"result","subtype":"success"|"error_max_turns"|"error_during_execution"|...,"is_error",
+"result","total_cost_usd","usage",...}`. The session succeeded when that result event says
+`success`, `is_error` is false and the process exited 0; the final message is its `result`.
+
+Read-only sessions (planning) run in permission mode `plan` and, because deny rules hold in every
+mode while a repository's own `.claude/settings.json` may carry allow rules, also name the tools
+that change files or run commands in `--disallowedTools`. `ExitPlanMode` is disallowed too: with
+no human to approve leaving plan mode, the answer must come back as the final message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.edges.agents.base import (
+    AgentConfigError,
+    AgentRequest,
+    AgentResult,
+    Usage,
+    read_settings,
+    require_string_list,
+    is_count,
+    require_text,
+    with_detail,
+)
+from bot.edges.agents.process import DEFAULT_GRACE_S, Conclusion, run_cli_session
+
+PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
+READ_ONLY_DISALLOWED_TOOLS = ("Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "ExitPlanMode")
+DEFAULTS: Mapping[str, Any] = {"binary": "claude", "permission_mode": "acceptEdits", "model": None, "extra_args": []}
+
+
+@dataclass(frozen=True)
+class ClaudeSettings:
+    binary: str = "claude"
+    permission_mode: str = "acceptEdits"
+    model: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | object | None) -> ClaudeSettings:
+        raw = read_settings(options, DEFAULTS, "agents.claude")
+        mode = raw["permission_mode"]
+        if mode not in PERMISSION_MODES:
+            raise AgentConfigError(
+                f"agents.claude.permission_mode must be one of {', '.join(PERMISSION_MODES)}, not {mode!r}"
+            )
+        return cls(
+            binary=require_text(raw["binary"], "agents.claude.binary"),
+            permission_mode=mode,
+            model=require_text(raw["model"], "agents.claude.model", optional=True),
+            extra_args=tuple(require_string_list(raw["extra_args"], "agents.claude.extra_args",
+                                                 example='["--max-turns", "40"]')),
+        )
+
+
+def claude_argv(settings: ClaudeSettings, *, read_only: bool) -> list[str]:
+    """The command line of one session; the prompt is never part of it."""
+    argv = [settings.binary, "-p", "--output-format", "stream-json", "--verbose",
+            "--permission-mode", "plan" if read_only else settings.permission_mode]
+    if settings.model:
+        argv += ["--model", settings.model]
+    if read_only:
+        argv += ["--disallowedTools", ",".join(READ_ONLY_DISALLOWED_TOOLS)]
+    return argv + list(settings.extra_args)
+
+
+class ClaudeStreamParser:
+    """Keeps the last `result` event of a stream-json session; everything else is the transcript's."""
+
+    def __init__(self) -> None:
+        self._result: dict[str, Any] | None = None
+
+    def feed(self, line: str, event: dict[str, Any] | None) -> None:
+        if event is not None and event.get("type") == "result":
+            self._result = event
+
+    def conclude(self, exit_status: int) -> Conclusion:
+        result = self._result
+        if result is None:
+            return Conclusion("", Usage(), f"claude exited with status {exit_status} without a result event")
+        text = result.get("result") if isinstance(result.get("result"), str) else ""
+        usage = claude_usage(result)
+        subtype = result.get("subtype")
+        if subtype != "success":
+            return Conclusion(text, usage, with_detail(f"claude ended with {subtype or 'an unnamed result'}",
+                                                        _failure_detail(result, text)))
+        if result.get("is_error") is True:
+            return Conclusion(text, usage, with_detail("claude reported an error", _failure_detail(result, text)))
+        if exit_status != 0:
+            return Conclusion(text, usage, f"claude reported success but exited with status {exit_status}")
+        return Conclusion(text, usage)
+
+
+def claude_usage(result: Mapping[str, Any]) -> Usage:
+    """Usage and cost from a `result` event (`total_cost_usd`; older versions said `cost_usd`)."""
+    usage = result.get("usage") if isinstance(result.get("usage"), Mapping) else {}
+    input_parts = [usage.get(key) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
+    counted = [part for part in input_parts if is_count(part)]
+    cost = result.get("total_cost_usd", result.get("cost_usd"))
+    return Usage(
+        input_tokens=sum(counted) if counted else None,
+        output_tokens=usage.get("output_tokens") if is_count(usage.get("output_tokens")) else None,
+        cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
+    )
+
+
+def _failure_detail(result: Mapping[str, Any], text: str) -> str:
+    errors = result.get("errors")
+    if isinstance(errors, list) and errors:
+        return "; ".join(str(error) for error in errors)
+    return text
+
+
+
+
+
+
+class ClaudeAgent:
+    """Claude Code, headless. `grace_s`: how long a stopped session gets between SIGTERM and SIGKILL."""
+
+    name = "claude"
+
+    def __init__(self, settings: ClaudeSettings, *, grace_s: float = DEFAULT_GRACE_S) -> None:
+        self.settings = settings
+        self.grace_s = grace_s
+
+    async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult:
+        return await run_cli_session(
+            agent=self.name,
+            argv=claude_argv(self.settings, read_only=request.read_only),
+            request=request,
+            parser=ClaudeStreamParser(),
+            not_found=(f"the claude agent needs the `{self.settings.binary}` binary on PATH "
+                       "(set agents.claude.binary in .github/lanebot.yml or the workflow)"),
+            on_start=on_start,
+            grace_s=self.grace_s,
+        )

@@ -1,0 +1,80 @@
+"""Check runs on GitHub: find lanebot's, start one, finish one, edit one someone asked to run again.
+
+Creating a check run is a POST that the client does not repeat after a lost answer, so before
+creating one the commit's check runs are looked up by name and `external_id` (bot.core.checks).
+GitHub never lets a completed check run go back to in progress; `acknowledge_rerun` edits the old
+one (what GitHub does allow: its output and actions).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from gidgethub.abc import GitHubAPI
+
+from bot.core.checks import TITLE_LIMIT, CheckReport, fit_summary
+from bot.core.text import shorten
+from bot.edges.github.issues import split_repository
+
+__all__ = ["acknowledge_rerun", "find_check", "finish_check", "start_check"]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+async def find_check(
+    client: GitHubAPI, repository: str, head_sha: str, name: str, external: str
+) -> dict[str, Any] | None:
+    """lanebot's check run called `name` with `external` as its external_id on `head_sha`, if any."""
+    owner, repo = split_repository(repository)
+    url = "/repos/{owner}/{repo}/commits/{ref}/check-runs{?check_name,per_page}"
+    url_vars = {"owner": owner, "repo": repo, "ref": head_sha, "check_name": name, "per_page": 100}
+    async for check in client.getiter(url, url_vars, iterable_key="check_runs"):
+        if check.get("name") == name and check.get("external_id") == external:
+            return check
+    return None
+
+
+async def start_check(
+    client: GitHubAPI, repository: str, *, name: str, head_sha: str, external: str, title: str, summary: str
+) -> int:
+    """An `in_progress` check run on `head_sha`: the one already there, else a new one. Its id."""
+    existing = await find_check(client, repository, head_sha, name, external)
+    if existing is not None and existing.get("status") != "completed":
+        return int(existing["id"])
+    owner, repo = split_repository(repository)
+    created = await client.post(
+        "/repos/{owner}/{repo}/check-runs", {"owner": owner, "repo": repo},
+        data={
+            "name": name, "head_sha": head_sha, "status": "in_progress", "external_id": external,
+            "started_at": _now(), "output": {"title": shorten(title, TITLE_LIMIT), "summary": fit_summary(summary)},
+        },
+    )
+    return int(created["id"])
+
+
+async def finish_check(client: GitHubAPI, repository: str, check_run_id: int, report: CheckReport) -> None:
+    """Complete a check run with `report` (its buttons replace any the run had)."""
+    owner, repo = split_repository(repository)
+    await client.patch(
+        "/repos/{owner}/{repo}/check-runs/{check_run_id}",
+        {"owner": owner, "repo": repo, "check_run_id": check_run_id},
+        data={
+            "status": "completed", "conclusion": report.conclusion, "completed_at": _now(),
+            "output": {"title": report.title, "summary": report.summary},
+            "actions": [action.to_api() for action in report.actions],
+        },
+    )
+
+
+async def acknowledge_rerun(client: GitHubAPI, repository: str, check_run_id: int, *, title: str, summary: str) -> None:
+    """Replace a completed check run's output with `title` and `summary` (bot.render.checks.rerun_note)
+    and take its buttons away, so nobody asks twice. Its conclusion stays: GitHub keeps it."""
+    owner, repo = split_repository(repository)
+    await client.patch(
+        "/repos/{owner}/{repo}/check-runs/{check_run_id}",
+        {"owner": owner, "repo": repo, "check_run_id": check_run_id},
+        data={"output": {"title": title, "summary": summary}, "actions": []},
+    )

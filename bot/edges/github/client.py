@@ -1,0 +1,363 @@
+"""lanebot's GitHub REST client: gidgethub's httpx `GitHubAPI` plus one retry policy and credentials.
+
+Every request goes through `LanebotAPI._request`, the one place that
+  - sets the API version header and GitHub's JSON media type,
+  - adds the credentials (the App's JWT, or an installation token fetched per attempt, so a
+    long wait never sends an expired token),
+  - retries: 5xx answers and connection failures back off exponentially a bounded number of
+    times; a primary rate limit waits for `x-ratelimit-reset`; a secondary limit waits
+    `retry-after` seconds, or at least a minute, growing (gidgethub raises on these without
+    waiting, so the raw response is read here, before gidgethub turns it into an exception),
+  - sends the mutations of one installation one at a time (GitHub's advice against secondary
+    limits), while reads go concurrently.
+
+A request that may have taken effect is not repeated blindly: a POST that creates something
+(a comment, a check run, a pull request) is not retried after a 5xx or a connection that broke
+after the request was sent, because the first one may have landed. Callers recover from that
+by looking first (`find_comment_by_marker`, the PR by its head branch). A POST GitHub refused
+for a rate limit, or one that never left (connect failures), is always safe to repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Protocol
+from urllib.parse import urlsplit
+
+import httpx
+from cryptography.hazmat.primitives import serialization
+from gidgethub import sansio
+from gidgethub.abc import GitHubAPI
+from gidgethub.httpx import GitHubAPI as HttpxGitHubAPI
+
+from bot.edges.github.auth import InstallationTokens, app_jwt
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "2022-11-28"
+DEFAULT_API_URL = "https://api.github.com"  # github.com; GitHub Enterprise Server and the sandbox set their own
+MEDIA_TYPE = "application/vnd.github+json"
+REQUESTER = "lanebot"
+_GIDGETHUB_DEFAULT_ACCEPT = sansio.accept_format()
+
+# POSTs whose repetition changes nothing (or nothing that matters), so they may be retried
+# like the idempotent methods: minting a token, asking for a redelivery (intake deduplicates
+# by delivery id), adding labels and requested reviewers (sets), reactions (GitHub returns the
+# existing one) and GraphQL, to which lanebot sends queries only.
+_REPEATABLE_POSTS = re.compile(
+    r"(/app/installations/\d+/access_tokens"
+    r"|/app/hook/deliveries/\d+/attempts"
+    r"|/issues/\d+/labels"
+    r"|/pulls/\d+/requested_reviewers"
+    r"|/reactions"
+    r"|/graphql)$"
+)
+_GRAPHQL = re.compile(r"/graphql$")
+# Failures that happen before a request reaches GitHub: nothing can have taken effect.
+_NOTHING_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+Authorization = Callable[[], Awaitable[str | None]]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long to wait before trying a failed request again, or None for "do not retry"."""
+
+    max_retries: int = 4
+    backoff: float = 1.0  # first wait after a 5xx or a connection failure; doubles each time
+    backoff_cap: float = 60.0
+    secondary_wait: float = 60.0  # GitHub: "wait for at least one minute", then longer
+    reset_slack: float = 1.0  # our clock and GitHub's differ a little
+
+    def after_response(
+        self,
+        retries: int,
+        status: int,
+        headers: Mapping[str, str],
+        message: str,
+        *,
+        now: float,
+        repeatable: bool,
+    ) -> float | None:
+        if retries >= self.max_retries:
+            return None
+        if status >= 500:
+            return self._backoff(retries) if repeatable else None
+        if status in (403, 429):
+            return self._rate_limit_wait(retries, status, headers, message, now)
+        return None
+
+    def after_transport_error(self, retries: int, *, nothing_sent: bool, repeatable: bool) -> float | None:
+        if retries >= self.max_retries or not (nothing_sent or repeatable):
+            return None
+        return self._backoff(retries)
+
+    def _backoff(self, retries: int) -> float:
+        return min(self.backoff * 2**retries, self.backoff_cap)
+
+    def _rate_limit_wait(
+        self, retries: int, status: int, headers: Mapping[str, str], message: str, now: float
+    ) -> float | None:
+        retry_after = _number(headers.get("retry-after"))
+        if retry_after is not None:
+            return max(retry_after, 0.0)
+        reset = _number(headers.get("x-ratelimit-reset"))
+        if headers.get("x-ratelimit-remaining") == "0" and reset is not None:
+            return max(reset - now, 0.0) + self.reset_slack
+        if status == 429 or "rate limit" in message.lower():
+            return self.secondary_wait * 2**retries
+        return None  # an ordinary 403: permissions, not pace
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        message = json.loads(body).get("message", "")
+    except (ValueError, AttributeError):
+        return ""
+    return message if isinstance(message, str) else ""
+
+
+def may_repeat(method: str, url: str) -> bool:
+    """Whether sending this request twice is harmless (see the module docstring)."""
+    return method.upper() != "POST" or _REPEATABLE_POSTS.search(urlsplit(url).path) is not None
+
+
+class LanebotAPI(HttpxGitHubAPI):
+    """gidgethub's httpx `GitHubAPI` with lanebot's headers, credentials, retries and serial mutations."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        base_url: str = DEFAULT_API_URL,
+        authorization: Authorization | None = None,
+        mutation_lock: asyncio.Lock | None = None,
+        on_unauthorized: Callable[[], None] | None = None,
+        policy: RetryPolicy = RetryPolicy(),
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.time,
+    ) -> None:
+        super().__init__(http, REQUESTER, base_url=base_url)
+        self._authorization = authorization
+        self._mutation_lock = mutation_lock
+        self._on_unauthorized = on_unauthorized
+        self._policy = policy
+        self._sleep = sleep
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    async def sleep(self, seconds: float) -> None:
+        await self._sleep(seconds)
+
+    async def _request(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        reads = method.upper() == "GET" or _GRAPHQL.search(urlsplit(url).path) is not None  # queries only
+        if reads or self._mutation_lock is None:
+            return await self._send_with_retries(method, url, headers, body)
+        async with self._mutation_lock:
+            return await self._send_with_retries(method, url, headers, body)
+
+    async def _send_with_retries(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        repeatable = may_repeat(method, url)
+        retries = 0
+        while True:
+            request_headers = await self._headers(headers)
+            try:
+                response = await super()._request(method, url, request_headers, body)
+            except httpx.TransportError as error:
+                delay = self._policy.after_transport_error(
+                    retries, nothing_sent=isinstance(error, _NOTHING_SENT), repeatable=repeatable
+                )
+                if delay is None:
+                    raise
+                outcome = type(error).__name__
+            else:
+                delay = self._delay_after(response, retries, repeatable)
+                if delay is None:
+                    return response
+                outcome = f"HTTP {response[0]}"
+            log.warning("%s %s: %s; retry %d in %.0f s", method, urlsplit(url).path, outcome, retries + 1, delay)
+            await self._sleep(delay)
+            retries += 1
+
+    def _delay_after(
+        self, response: tuple[int, Mapping[str, str], bytes], retries: int, repeatable: bool
+    ) -> float | None:
+        status, headers, content = response
+        if status == 401 and self._on_unauthorized is not None:
+            self._on_unauthorized()
+        message = _error_message(content) if status >= 400 else ""
+        return self._policy.after_response(retries, status, headers, message, now=self._clock(), repeatable=repeatable)
+
+    async def _headers(self, headers: Mapping[str, str]) -> dict[str, str]:
+        result = {name.lower(): value for name, value in headers.items()}
+        result["x-github-api-version"] = API_VERSION
+        if result.get("accept") == _GIDGETHUB_DEFAULT_ACCEPT:
+            result["accept"] = MEDIA_TYPE
+        if "authorization" not in result and self._authorization is not None:
+            credential = await self._authorization()
+            if credential is not None:
+                result["authorization"] = credential
+        return result
+
+
+class AppClient(LanebotAPI):
+    """Acts as the App itself (JWT): its webhook deliveries and its installations."""
+
+    async def hook_deliveries(self, since: datetime, *, per_page: int = 100) -> AsyncIterator[dict[str, Any]]:
+        """The App's webhook deliveries delivered at or after `since`, newest first (as GitHub lists them)."""
+        since = since if since.tzinfo else since.replace(tzinfo=timezone.utc)
+        async for delivery in self.getiter("/app/hook/deliveries{?per_page}", {"per_page": per_page}):
+            if _timestamp(delivery["delivered_at"]) < since:
+                return
+            yield delivery
+
+    async def redeliver(self, delivery_id: int) -> None:
+        """Ask GitHub to send a delivery again (`POST /app/hook/deliveries/{id}/attempts`, 202)."""
+        await self.post("/app/hook/deliveries/{delivery_id}/attempts", {"delivery_id": delivery_id}, data=b"")
+
+    async def installation(self, installation_id: int) -> dict[str, Any]:
+        return await self.getitem("/app/installations/{installation_id}", {"installation_id": installation_id})
+
+
+class InstallationClient(LanebotAPI):
+    """Acts as one installation, with a token scoped to `repository` ("owner/name"; None: all repositories)."""
+
+    def __init__(self, http: httpx.AsyncClient, *, installation_id: int, repository: str | None, **kwargs: Any):
+        super().__init__(http, **kwargs)
+        self.installation_id = installation_id
+        self.repository = repository
+
+    def __repr__(self) -> str:
+        return f"InstallationClient(installation_id={self.installation_id}, repository={self.repository!r})"
+
+
+def _timestamp(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@functools.lru_cache(maxsize=4)
+def signing_key(pem: str) -> Any:
+    """The App's private key, parsed once: parsing checks the RSA key, which is slow; signing with it is not."""
+    return serialization.load_pem_private_key(pem.encode(), password=None)
+
+
+class AppIdentity(Protocol):
+    """What the client needs of lanebot's settings (bot.edges.settings.Settings has it)."""
+
+    @property
+    def app_id(self) -> str: ...
+    @property
+    def private_key(self) -> str: ...
+    @property
+    def github_api_url(self) -> str: ...
+
+
+class GitHubApp:
+    """The App: its settings, one HTTP connection pool, its token cache and per-installation mutation locks."""
+
+    def __init__(
+        self,
+        settings: AppIdentity,
+        http: httpx.AsyncClient | None = None,
+        *,
+        policy: RetryPolicy = RetryPolicy(),
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.time,
+    ) -> None:
+        self.settings = settings
+        self.http = http if http is not None else httpx.AsyncClient(timeout=httpx.Timeout(30.0))
+        self._owns_http = http is None
+        self._options: dict[str, Any] = dict(base_url=settings.github_api_url, policy=policy, sleep=sleep, clock=clock)
+        self._clock = clock
+        self._signing_key = signing_key(settings.private_key)
+        self._mutation_locks: dict[int, asyncio.Lock] = {}
+        self.tokens = InstallationTokens(self.app_client(), settings.app_id, self._signing_key, clock=clock)
+
+    def __repr__(self) -> str:
+        return f"GitHubApp(app_id={self.settings.app_id!r}, api={self.settings.github_api_url!r})"
+
+    async def __aenter__(self) -> GitHubApp:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self.http.aclose()
+
+    def app_client(self) -> AppClient:
+        async def bearer() -> str:
+            return f"Bearer {app_jwt(self.settings.app_id, self._signing_key, now=self._clock())}"
+
+        return AppClient(self.http, authorization=bearer, **self._options)
+
+    def installation_client(self, installation_id: int, repository: str | None) -> InstallationClient:
+        """A client acting as the installation with a token scoped to `repository` ("owner/name")."""
+
+        async def token() -> str:
+            return f"token {await self.tokens.token(installation_id, repository)}"
+
+        return InstallationClient(
+            self.http,
+            installation_id=installation_id,
+            repository=repository,
+            authorization=token,
+            mutation_lock=self._mutation_locks.setdefault(installation_id, asyncio.Lock()),
+            on_unauthorized=lambda: self.tokens.forget(installation_id, repository),
+            **self._options,
+        )
+
+
+async def convert_manifest(
+    http: httpx.AsyncClient, code: str, *, api_url: str = DEFAULT_API_URL, sleep: Sleep = asyncio.sleep
+) -> dict[str, Any]:
+    """Exchange the App-manifest flow's `code` for the new App's credentials (no auth needed).
+
+    The answer holds `id`, `slug`, `html_url`, `pem`, `webhook_secret`, `client_id` and
+    `client_secret`. The code is single-use, so a failed exchange is not repeated.
+    """
+    api = LanebotAPI(http, base_url=api_url, sleep=sleep)
+    return await api.post("/app-manifests/{code}/conversions", {"code": code}, data=b"")
+
+
+async def find_comment_by_marker(
+    client: GitHubAPI, repo: str, issue_number: int, marker: str, *, author: str | None = None
+) -> dict[str, Any] | None:
+    """The first comment on the issue written by a bot (or by `author`) that contains `marker`.
+
+    Markers are hidden HTML comments lanebot puts in what it writes; looking for one before
+    creating a comment is how a lost response does not become a duplicate. Humans' comments
+    are ignored even if they quote the marker.
+    """
+    owner, name = repo.split("/", 1)
+    url = "/repos/{owner}/{repo}/issues/{issue_number}/comments{?per_page}"
+    url_vars = {"owner": owner, "repo": name, "issue_number": issue_number, "per_page": 100}
+    async for comment in client.getiter(url, url_vars):
+        user = comment.get("user") or {}
+        written_by_us = user.get("login") == author if author is not None else user.get("type") == "Bot"
+        if written_by_us and marker in (comment.get("body") or ""):
+            return comment
+    return None

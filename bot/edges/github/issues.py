@@ -1,0 +1,203 @@
+"""Small GitHub helpers for an issue: lanebot's comments, reactions and labels.
+
+Every function takes a gidgethub client (an installation client scoped to the repository) and
+does one thing. Two rules from DESIGN.md live here:
+
+- A comment lanebot writes starts with a hidden marker (`bot.render.gate.marker`), and
+  `post_or_update_marked_comment` looks for a comment holding that marker BEFORE creating one.
+  When GitHub created the comment but the answer was lost (a timeout, a dropped connection), the
+  next look finds it, so a lost response never becomes a duplicate.
+- An issue holds at most one of lanebot's state labels: `set_state_label` applies
+  `bot.core.labels.label_changes` (add the wanted label first, then remove the others, one at a time).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+from gidgethub import BadRequest
+from gidgethub.abc import GitHubAPI
+
+from bot.edges.github.client import find_comment_by_marker
+from bot.core.labels import LabelChanges, label_changes, missing_labels
+from bot.core.lifecycle import RunState
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "EYES",
+    "add_reaction",
+    "ensure_labels",
+    "get_comment",
+    "issue_labels",
+    "list_comments",
+    "post_or_update_marked_comment",
+    "set_state_label",
+    "split_repository",
+    "update_comment",
+]
+
+EYES = "eyes"  # the 👀 reaction: "lanebot saw your command"
+# How often a comment whose POST lost its answer is looked for (and, if absent, posted) again.
+POST_ATTEMPTS = 3
+_PER_PAGE = 100
+
+
+def split_repository(repository: str) -> tuple[str, str]:
+    """("owner", "name") of "owner/name"; a clear error for anything else."""
+    owner, slash, name = repository.partition("/")
+    if not (owner and slash and name) or "/" in name:
+        raise ValueError(f"a repository is named 'owner/name', not {repository!r}")
+    return owner, name
+
+
+# --------------------------------------------------------------------------- comments
+
+
+async def list_comments(client: GitHubAPI, repository: str, issue_number: int) -> list[dict[str, Any]]:
+    """Every comment on the issue, oldest first (all pages)."""
+    owner, name = split_repository(repository)
+    url = "/repos/{owner}/{repo}/issues/{issue_number}/comments{?per_page}"
+    url_vars = {"owner": owner, "repo": name, "issue_number": issue_number, "per_page": _PER_PAGE}
+    return [comment async for comment in client.getiter(url, url_vars)]
+
+
+async def get_comment(client: GitHubAPI, repository: str, comment_id: int) -> dict[str, Any] | None:
+    """The issue comment `comment_id`, or None when it was deleted."""
+    owner, name = split_repository(repository)
+    try:
+        return await client.getitem(
+            "/repos/{owner}/{repo}/issues/comments/{comment_id}",
+            {"owner": owner, "repo": name, "comment_id": comment_id},
+        )
+    except BadRequest as error:
+        if error.status_code == 404:
+            return None
+        raise
+
+
+async def update_comment(client: GitHubAPI, repository: str, comment_id: int, body: str) -> dict[str, Any]:
+    owner, name = split_repository(repository)
+    return await client.patch(
+        "/repos/{owner}/{repo}/issues/comments/{comment_id}",
+        {"owner": owner, "repo": name, "comment_id": comment_id},
+        data={"body": body},
+    )
+
+
+async def post_or_update_marked_comment(
+    client: GitHubAPI,
+    repository: str,
+    issue_number: int,
+    body: str,
+    *,
+    marker: str,
+    author: str | None = None,
+) -> dict[str, Any]:
+    """lanebot's comment holding `marker` on the issue, made to read `body`.
+
+    Looks for the comment first (written by a bot, or by `author`); edits it when its body
+    differs, creates it when there is none. `body` must contain `marker`. When a POST's answer
+    is lost (a transport error after the request left), the comment is looked for again before
+    anything is posted again, up to POST_ATTEMPTS times; then the last error is raised.
+    """
+    if marker not in body:
+        raise ValueError(f"the comment body must contain its marker {marker!r}, so it can be found again")
+    owner, name = split_repository(repository)
+    lost: httpx.TransportError | None = None
+    for _ in range(POST_ATTEMPTS):
+        existing = await find_comment_by_marker(client, repository, issue_number, marker, author=author)
+        if existing is not None:
+            if existing.get("body") == body:
+                return existing
+            return await update_comment(client, repository, existing["id"], body)
+        try:
+            return await client.post(
+                "/repos/{owner}/{repo}/issues/{issue_number}/comments",
+                {"owner": owner, "repo": name, "issue_number": issue_number},
+                data={"body": body},
+            )
+        except httpx.TransportError as error:
+            log.warning("posting comment %s on %s#%d lost its answer (%s); looking for it before trying again",
+                        marker, repository, issue_number, type(error).__name__)
+            lost = error
+    assert lost is not None
+    raise lost
+
+
+# --------------------------------------------------------------------------- reactions
+
+
+async def add_reaction(client: GitHubAPI, repository: str, comment_id: int, content: str = EYES) -> None:
+    """React to an issue comment (GitHub answers 200 with the existing reaction when it is there)."""
+    owner, name = split_repository(repository)
+    await client.post(
+        "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions",
+        {"owner": owner, "repo": name, "comment_id": comment_id},
+        data={"content": content},
+    )
+
+
+# --------------------------------------------------------------------------- labels
+
+
+async def ensure_labels(client: GitHubAPI, repository: str, trigger: str) -> tuple[str, ...]:
+    """Create the trigger and state labels the repository lacks; the names created.
+
+    A label created meanwhile by someone else (422 `already_exists`) is fine.
+    """
+    owner, name = split_repository(repository)
+    url = "/repos/{owner}/{repo}/labels{?per_page}"
+    existing = [label["name"] async for label in client.getiter(url, {"owner": owner, "repo": name, "per_page": _PER_PAGE})]
+    created = []
+    for spec in missing_labels(existing, trigger):
+        try:
+            await client.post("/repos/{owner}/{repo}/labels", {"owner": owner, "repo": name}, data=spec.to_api())
+        except BadRequest as error:
+            if not _already_exists(error):
+                raise
+            continue
+        created.append(spec.name)
+    if created:
+        log.info("created labels %s in %s", ", ".join(created), repository)
+    return tuple(created)
+
+
+def _already_exists(error: BadRequest) -> bool:
+    errors = getattr(error, "errors", None) or []
+    return error.status_code == 422 and any(
+        isinstance(item, dict) and item.get("code") == "already_exists" for item in errors
+    )
+
+
+async def issue_labels(client: GitHubAPI, repository: str, issue_number: int) -> list[str]:
+    """The names of the labels the issue holds now."""
+    owner, name = split_repository(repository)
+    url = "/repos/{owner}/{repo}/issues/{issue_number}/labels{?per_page}"
+    url_vars = {"owner": owner, "repo": name, "issue_number": issue_number, "per_page": _PER_PAGE}
+    return [label["name"] async for label in client.getiter(url, url_vars)]
+
+
+async def set_state_label(
+    client: GitHubAPI, repository: str, issue_number: int, state: RunState | str | None
+) -> LabelChanges:
+    """Give the issue exactly the state label of `state` (none for rejected, cancelled or no run).
+
+    Reads the issue's labels, adds the wanted one, then removes the other state labels one at a
+    time; a label already gone (404) is fine. Returns what was changed.
+    """
+    owner, name = split_repository(repository)
+    changes = label_changes(await issue_labels(client, repository, issue_number), state)
+    issue = {"owner": owner, "repo": name, "issue_number": issue_number}
+    if changes.add:
+        await client.post("/repos/{owner}/{repo}/issues/{issue_number}/labels", issue,
+                          data={"labels": list(changes.add)})
+    for label in changes.remove:
+        try:
+            await client.delete("/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", {**issue, "name": label})
+        except BadRequest as error:
+            if error.status_code != 404:
+                raise
+    return changes

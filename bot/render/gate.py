@@ -1,0 +1,346 @@
+"""The gate comment: what a human sees of a plan before any lane runs. Pure rendering, no I/O.
+
+It shows the unit graph as a Mermaid flowchart with the critical path marked, a table of the
+units, the rounds, the estimated wall-clock against one session doing everything, the session
+bound, the briefs, the questions a reviewer should ask, and the commands valid now. It starts
+with a hidden marker (`<!-- lanebot:gate run=12 rev=2 -->`) so lanebot finds it again instead
+of posting a duplicate after a lost response. Untrusted text reaches it only through
+bot.core.text's escapers, which the templates enforce (bot.render.templates).
+
+GitHub refuses a comment over 65,536 characters, and Mermaid (as GitHub runs it) refuses a
+diagram over 50,000 characters or 500 edges, so `render_gate` drops what matters least first:
+briefs, then table rows (each cut is stated in the comment), then detail in the diagram.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+from bot.core.commands import COMMANDS
+from bot.core.graph import Graph, SessionBudget
+from bot.core.lifecycle import RunState, available_actions
+from bot.core.scheduler import Schedule, simulate
+from bot.core.text import COMMENT_LIMIT, Escaped, MARKER, cell_code, code_block, code_span, format_minutes, largest_fitting_render, markdown_cell, markdown_text, marker, mermaid_label, one_line, parse_marker, plural, shorten
+from bot.render.templates import render_template
+
+__all__ = ["MERMAID_MAX_EDGES", "MERMAID_MAX_TEXT", "mermaid_flowchart", "render_gate", "render_superseded"]
+
+MERMAID_MAX_TEXT = 50_000  # Mermaid's default maxTextSize; GitHub shows an error above it
+MERMAID_MAX_EDGES = 500  # Mermaid's default maxEdges
+
+_TITLE_IN_DIAGRAM = 80  # characters of a title shown in its node
+_TITLE_IN_TABLE = 300
+_FILES_IN_TABLE = 300
+_CHECK_IN_TABLE = 500
+_BRIEF_CHARS = 8_000
+
+
+
+# --------------------------------------------------------------------------- escaping
+
+
+# --------------------------------------------------------------------------- markers
+
+
+# --------------------------------------------------------------------------- templates
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+# --------------------------------------------------------------------------- the diagram
+
+
+@dataclass(frozen=True)
+class _Diagram:
+    source: Escaped | None  # the flowchart, or None when not even ids fit Mermaid's limits
+    note: Escaped | None  # what was left out, when something was
+
+
+def mermaid_flowchart(graph: Graph, *, titles: bool = True) -> Escaped:
+    """A Mermaid `flowchart TD`: edges run from a need to its dependent; the critical path is
+    drawn thick (`==>`) and coloured. Node ids are generated (`u0`, `u1`, ...), never user text.
+    """
+    keys = {unit.id: f"u{index}" for index, unit in enumerate(graph.units)}
+    critical = graph.critical_path().units
+    critical_edges = set(zip(critical, critical[1:]))
+    lines = ["flowchart TD"]
+    for unit in graph.units:
+        # Cut before cleaning so a huge title costs nothing; the table shows more of it.
+        title = one_line(unit.title[: _TITLE_IN_DIAGRAM * 4])
+        text = f"{unit.id}: {shorten(title, _TITLE_IN_DIAGRAM)}" if titles else unit.id
+        lines.append(f'    {keys[unit.id]}["{mermaid_label(text)}"]')
+    styled = []
+    edges = [(need, unit.id) for unit in graph.units for need in unit.needs]
+    for index, (need, dependent) in enumerate(edges):
+        on_path = (need, dependent) in critical_edges
+        lines.append(f"    {keys[need]} {'==>' if on_path else '-->'} {keys[dependent]}")
+        if on_path:
+            styled.append(str(index))
+    # No `;` after colours: Mermaid would read `#b45309;` as an entity code.
+    lines.append("    classDef critical fill:#fff4d6,stroke:#b45309,stroke-width:3px")
+    lines.append(f"    class {','.join(keys[unit_id] for unit_id in critical)} critical")
+    if styled:
+        lines.append(f"    linkStyle {','.join(styled)} stroke:#b45309,stroke-width:3px")
+    return Escaped("\n".join(lines))
+
+
+def _diagram(graph: Graph, detail: Literal["titles", "ids", "none"]) -> _Diagram:
+    edge_count = sum(len(unit.needs) for unit in graph.units)
+    if detail == "none" or edge_count > MERMAID_MAX_EDGES:
+        why = (
+            f"it has {edge_count} edges, more than Mermaid draws ({MERMAID_MAX_EDGES})"
+            if edge_count > MERMAID_MAX_EDGES
+            else "this comment would pass GitHub's 65,536-character limit"
+        )
+        return _Diagram(None, Escaped(f"The diagram is not shown: {why}. The rounds below order every unit."))
+    if detail == "titles":
+        source = mermaid_flowchart(graph, titles=True)
+        if len(source) <= MERMAID_MAX_TEXT:
+            return _Diagram(source, None)
+    source = mermaid_flowchart(graph, titles=False)
+    if len(source) > MERMAID_MAX_TEXT:
+        return _Diagram(None, Escaped("The diagram is not shown: it is larger than Mermaid draws (50,000 characters)."))
+    return _Diagram(source, Escaped("The diagram shows unit ids only, to stay within size limits."))
+
+
+# --------------------------------------------------------------------------- the gate comment
+
+PlanSource = Literal["agent", "hand"]
+
+_QUESTIONS = (
+    ("Should it be split at all?",
+     "One unit is a correct plan; every split costs sessions and an integration step."),
+    ("Do the files overlap?",
+     "Two units whose `files` could touch the same path will conflict when they merge."),
+    ("Is every edge needed?",
+     "An edge makes a unit wait for another's code; one that is not needed costs wall-clock."),
+    ("Does each brief stand alone?",
+     "A lane sees only its own brief, never the other units' briefs."),
+)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    briefs: int  # how many units' briefs are shown, from the first
+    rows: int  # how many table rows are shown, from the first
+    detail: Literal["titles", "ids", "none"]
+
+
+def render_gate(
+    *,
+    run_id: int,
+    revision: int,
+    graph: Graph,
+    budget: SessionBudget,
+    state: RunState | str | None,
+    issue_number: int,
+    repository: str,
+    plan_source: PlanSource,
+    schedule: Schedule | str,
+    max_lanes: int,
+    superseded_by: int | None = None,
+) -> str:
+    """The gate comment for one plan revision, under GitHub's 65,536-character limit.
+
+    A hand-written plan shows no planner sessions in the bound: none ran, and a `/replan`
+    posts a new gate comment with its own bound. With `superseded_by`, the comment says so
+    and lists no commands (`/approve` approves the latest revision only).
+    """
+    if plan_source not in ("agent", "hand"):
+        raise ValueError(f"plan_source must be 'agent' or 'hand', got {plan_source!r}")
+    if superseded_by is not None and superseded_by <= revision:
+        raise ValueError(f"revision {revision} can only be superseded by a later one, not {superseded_by}")
+    chosen = Schedule(schedule)
+    if plan_source == "hand":
+        budget = dataclasses.replace(budget, planner_attempts=0)
+    facts = _gate_facts(
+        run_id=run_id, revision=revision, graph=graph, budget=budget, state=state,
+        issue_number=issue_number, repository=repository, plan_source=plan_source,
+        schedule=chosen, max_lanes=max_lanes, superseded_by=superseded_by,
+    )
+
+    rows = [_row(unit) for unit in graph.units]
+    briefs = [_brief(unit, issue_number) for unit in graph.units]
+    diagrams = {detail: _diagram(graph, detail) for detail in ("titles", "ids", "none")}
+
+    def render(layout: _Layout) -> str:
+        diagram = diagrams[layout.detail]
+        return render_template(
+            "gate.md.j2",
+            **facts,
+            diagram=diagram.source,
+            diagram_note=diagram.note,
+            rows=rows[: layout.rows],
+            hidden_rows=len(rows) - layout.rows,
+            briefs=briefs[: layout.briefs],
+            hidden_briefs=len(briefs) - layout.briefs,
+        )
+
+    return _fit(render, len(graph)) or _minimal_gate(facts, len(graph))
+
+
+def _fit(render: Any, count: int) -> str | None:
+    """The most detailed rendering under the limit: all briefs, then fewer briefs, then fewer
+    rows, then less diagram. None when even the barest layout does not fit."""
+    for detail in ("titles", "ids", "none"):
+        full = render(_Layout(count, count, detail))
+        if len(full) <= COMMENT_LIMIT:
+            return full
+        no_briefs = render(_Layout(0, count, detail))
+        if len(no_briefs) <= COMMENT_LIMIT:
+            return largest_fitting_render(lambda briefs: render(_Layout(briefs, count, detail)), 0, count - 1, no_briefs)
+        no_rows = render(_Layout(0, 0, detail))
+        if len(no_rows) <= COMMENT_LIMIT:
+            return largest_fitting_render(lambda rows: render(_Layout(0, rows, detail)), 0, count - 1, no_rows)
+    return None
+
+
+def _gate_facts(
+    *, run_id: int, revision: int, graph: Graph, budget: SessionBudget, state: RunState | str | None,
+    issue_number: int, repository: str, plan_source: PlanSource, schedule: Schedule, max_lanes: int,
+    superseded_by: int | None,
+) -> dict[str, Any]:
+    critical = graph.critical_path()
+    return {
+        "marker": marker("gate", run_id, rev=revision, **({"superseded": superseded_by} if superseded_by else {})),
+        "run_id": run_id,
+        "revision": revision,
+        "superseded_by": superseded_by,
+        "issue_ref": markdown_text(f"{repository}#{issue_number}"),
+        "unit_count": plural(len(graph), "unit"),
+        "source": Escaped(
+            "written by the planner agent" if plan_source == "agent"
+            else "written by hand (a `lanebot-plan` block): no planner session ran"
+        ),
+        "rounds": [
+            Escaped(", ".join(code_span(unit_id) for unit_id in unit_ids)) for unit_ids in graph.rounds()
+        ],
+        "critical_path": Escaped(" → ".join(code_span(unit_id) for unit_id in critical.units)),
+        "critical_minutes": None if critical.minutes is None else format_minutes(critical.minutes),
+        "estimate": _estimate(graph, schedule, max_lanes),
+        "schedule": Escaped(schedule.value),
+        "eager": schedule is Schedule.EAGER,
+        "max_lanes": max_lanes,
+        "session_bound": graph.session_bound(budget),
+        "session_parts": _session_parts(graph, budget),
+        "questions": [(Escaped(q), Escaped(why)) for q, why in _QUESTIONS],
+        "commands": () if superseded_by else _command_lines(state),
+    }
+
+
+def _estimate(graph: Graph, schedule: Schedule, max_lanes: int) -> dict[str, Escaped] | None:
+    sequential = graph.sequential_minutes()
+    if sequential is None:
+        return None
+    makespan = simulate(graph, None, schedule, max_lanes).makespan
+    return {"wall_clock": format_minutes(makespan), "sequential": format_minutes(sequential)}
+
+
+def _session_parts(graph: Graph, budget: SessionBudget) -> Escaped:
+    lanes = len(graph)
+    parts = [
+        (budget.planner_attempts, f"planner {budget.planner_attempts}"),
+        (lanes * budget.lane_attempts, f"lanes {lanes} × {budget.lane_attempts} attempts"),
+        (lanes * budget.resolver_per_merge, f"merge resolvers {lanes} × {budget.resolver_per_merge}"),
+        (budget.integrate_sessions, f"integrate {budget.integrate_sessions}"),
+        (budget.verify_repairs, f"verify repairs {budget.verify_repairs}"),
+        (budget.review_sessions, f"review {budget.review_sessions}"),
+    ]
+    return Escaped(" + ".join(text for count, text in parts if count))
+
+
+def _command_lines(state: RunState | str | None) -> list[tuple[Escaped, Escaped]]:
+    return [
+        (code_span(COMMANDS[name].usage), Escaped(COMMANDS[name].description))
+        for name in available_actions(state)
+    ]
+
+
+def _row(unit: Any) -> dict[str, Escaped]:
+    return {
+        "id": cell_code(unit.id),
+        "title": markdown_cell(shorten(unit.title, _TITLE_IN_TABLE)),
+        "needs": Escaped(", ".join(cell_code(need) for need in unit.needs) or "—"),
+        "files": cell_code(shorten(unit.files, _FILES_IN_TABLE)),
+        "check": cell_code(shorten(unit.check, _CHECK_IN_TABLE)),
+        "estimate": Escaped("—") if unit.estimate is None else format_minutes(float(unit.estimate)),
+    }
+
+
+def _brief(unit: Any, issue_number: int) -> dict[str, Escaped]:
+    text = unit.brief
+    if len(text) > _BRIEF_CHARS:
+        text = text[:_BRIEF_CHARS] + f"\n… ({len(unit.brief) - _BRIEF_CHARS} more characters not shown)"
+    return {
+        "id": code_span(unit.id),
+        "title": markdown_text(shorten(unit.title, _TITLE_IN_TABLE)),
+        "branch": code_span(f"lanebot-lanes/{issue_number}/{unit.id}"),
+        "text": code_block(text),
+    }
+
+
+def _minimal_gate(facts: Mapping[str, Any], count: int) -> str:
+    """The bare gate comment, for a plan too large to show in any other way."""
+    lines = [
+        facts["marker"],
+        f"### lanebot plan · revision {facts['revision']}",
+        "",
+        f"This plan has {count} units: too many to show within GitHub's 65,536-character limit."
+        " Ask for a smaller plan with `/replan <feedback>`.",
+        "",
+        f"Up to {facts['session_bound']} agent sessions.",
+    ]
+    if facts["commands"]:
+        lines += ["", "Commands valid now: " + ", ".join(usage for usage, _ in facts["commands"])]
+    return shorten("\n".join(lines) + "\n", COMMENT_LIMIT)
+
+
+# --------------------------------------------------------------------------- superseded
+
+_COMMANDS_SECTION = re.compile(r"<!-- lanebot:commands -->.*?<!-- /lanebot:commands -->", re.DOTALL)
+_BANNER = re.compile(r"<!-- lanebot:banner -->.*?<!-- /lanebot:banner -->\n?", re.DOTALL)
+
+
+def render_superseded(old: str | Mapping[str, Any], new_revision: int) -> str:
+    """A gate comment edited to say that plan revision `new_revision` replaced it.
+
+    `old` is the comment's current body, or (when the body is lost) its marker fields. The
+    marker is kept, with `superseded=R`, so the comment is still found; the commands are
+    replaced by a pointer to the latest revision. Editing twice is safe.
+    """
+    fields = parse_marker(old) if isinstance(old, str) else dict(old)
+    if not fields or fields.get("kind") != "gate" or not isinstance(fields.get("rev"), int):
+        raise ValueError("not a lanebot gate comment: its body must start with <!-- lanebot:gate run=N rev=R -->")
+    revision = fields["rev"]
+    if new_revision <= revision:
+        raise ValueError(f"revision {revision} can only be superseded by a later one, not {new_revision}")
+    extra = {key: value for key, value in fields.items() if key not in ("kind", "run", "rev", "superseded")}
+    head = marker("gate", fields.get("run"), rev=revision, **extra, superseded=new_revision)
+    banner = (
+        "<!-- lanebot:banner -->\n"
+        f"> [!NOTE]\n> **Superseded:** plan revision {new_revision} replaced this revision {revision}."
+        " `/approve` approves the latest revision only; see the newer comment below.\n"
+        "<!-- /lanebot:banner -->\n"
+    )
+    short = f"{head}\n{banner}"
+    if not isinstance(old, str):
+        return short
+    rest = _BANNER.sub("", MARKER.sub("", old, count=1).lstrip("\n"))
+    pointer = (
+        "<!-- lanebot:commands -->\n"
+        f"_Superseded by revision {new_revision}: no commands apply to this revision._\n"
+        "<!-- /lanebot:commands -->"
+    )
+    body = f"{head}\n{banner}{_COMMANDS_SECTION.sub(lambda _: pointer, rest)}"
+    return body if len(body) <= COMMENT_LIMIT else short
+
+
+# --------------------------------------------------------------------------- answers
+
+

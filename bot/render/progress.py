@@ -1,0 +1,227 @@
+"""The progress comment: one comment per run, edited in place, listing the lanes. Pure, no I/O.
+
+`render_progress` writes the comment (marker `<!-- lanebot:progress run=N -->`, a checklist of
+lanes ticked when merged, the run's wall-clock against the sum of its lanes, and, when the run
+is blocked, which lane failed and the tail of why). `Throttle` decides when the comment may be
+edited, so a burst of lane changes costs one edit, not one per change; the caller owns the clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.core.commands import COMMANDS
+from bot.core.text import (
+    COMMENT_LIMIT,
+    Escaped,
+    code_block,
+    code_span,
+    format_duration,
+    markdown_text,
+    marker,
+    shorten,
+    shorten_tail,
+)
+from bot.render.templates import render_template
+from bot.core.lifecycle import RunState, available_actions
+from bot.core.scheduler import LaneState
+
+__all__ = ["LaneView", "Throttle", "failure_tail", "lane_checklist", "render_progress"]
+
+FAILURE_LINES = 40  # lines of a failure shown under a blocked lane
+FAILURE_CHARS = 4_000
+_TITLE_CHARS = 200
+
+_STATE_WORDS = {
+    LaneState.PENDING: "waiting",
+    LaneState.RUNNING: "running",
+    LaneState.FINISHED: "passed its check, waiting to merge",
+    LaneState.MERGED: "merged",
+    LaneState.FAILED: "failed",
+}
+
+
+@dataclass(frozen=True)
+class LaneView:
+    """What the comments show of one lane (built from its database row)."""
+
+    unit_id: str
+    title: str
+    state: LaneState | str
+    round: int  # 0-based, as the graph counts; shown 1-based
+    attempts: int  # attempts started so far
+    started_at: datetime | None
+    finished_at: datetime | None
+    branch: str  # lanebot/<issue>/<unit>
+    failure: str | None = None  # the last attempt's failure, as the lane recorded it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", LaneState(self.state))
+        if self.round < 0 or self.attempts < 0:
+            raise ValueError(f"lane {self.unit_id!r}: round and attempts must be >= 0")
+
+
+def failure_tail(text: str, lines: int = FAILURE_LINES, chars: int = FAILURE_CHARS) -> str:
+    """The end of a failure: its last `lines` lines, at most `chars` characters."""
+    kept = text.rstrip("\n").split("\n")
+    cut = len(kept) > lines
+    tail = "\n".join(kept[-lines:])
+    if cut:
+        tail = f"… ({len(kept) - lines} earlier lines not shown)\n{tail}"
+    return shorten_tail(tail, chars)
+
+
+def _duration(lane: LaneView, now: datetime | None) -> Escaped | None:
+    if lane.started_at is None:
+        return None
+    end = lane.finished_at or now
+    if end is None:
+        return Escaped(f"started {lane.started_at:%H:%M} UTC")
+    seconds = max(0.0, (end - lane.started_at).total_seconds())
+    return format_duration(seconds) if lane.finished_at else Escaped(f"{format_duration(seconds)} so far")
+
+
+def _lane_line(lane: LaneView, now: datetime | None) -> str:
+    state = LaneState(lane.state)
+    attempts = f"{lane.attempts} attempt{'' if lane.attempts == 1 else 's'}"
+    parts = [Escaped(_STATE_WORDS[state]), Escaped(f"round {lane.round + 1}"), Escaped(attempts)]
+    duration = _duration(lane, now)
+    if duration:
+        parts.append(duration)
+    parts.append(Escaped(f"branch {code_span(lane.branch)}"))
+    tick = "x" if state is LaneState.MERGED else " "
+    title = markdown_text(shorten(lane.title, _TITLE_CHARS))
+    return f"- [{tick}] {code_span(lane.unit_id)} {title}: {' · '.join(parts)}"
+
+
+def lane_checklist(lanes: Sequence[LaneView], *, now: datetime | None = None, budget: int = COMMENT_LIMIT) -> str:
+    """A Markdown checklist of `lanes`, one line each, cut with a count to fit `budget` characters."""
+    lines = [_lane_line(lane, now) for lane in lanes]
+    shown: list[str] = []
+    used = 0
+    for index, line in enumerate(lines):
+        rest = len(lines) - index - 1
+        reserve = len(f"- … and {len(lines)} more lanes\n") if rest else 0
+        if used + len(line) + 1 + reserve > budget:
+            shown.append(f"- … and {len(lines) - index} more lanes not shown")
+            break
+        shown.append(line)
+        used += len(line) + 1
+    return "".join(line + "\n" for line in shown)
+
+
+def render_progress(
+    run_id: int,
+    state: RunState | str,
+    lanes: Sequence[LaneView],
+    wall_clock_s: float | None,
+    sum_of_lanes_s: float | None,
+    blocked_reason: str | None = None,
+    *,
+    now: datetime | None = None,
+) -> str:
+    """The progress comment for a run, under GitHub's 65,536-character limit.
+
+    `wall_clock_s` is the time since the first lane started; `sum_of_lanes_s` the time all
+    lanes took together. `now` lets running lanes show how long they have run. When the run
+    is blocked, every failed lane shows the tail of its failure, and `blocked_reason` (a
+    conflict, an integrate failure) says the rest.
+    """
+    run_state = RunState(state)
+    for value in (wall_clock_s, sum_of_lanes_s):
+        if value is not None and (not math.isfinite(value) or value < 0):
+            raise ValueError(f"durations must be finite numbers of seconds >= 0, got {value!r}")
+    merged = sum(1 for lane in lanes if LaneState(lane.state) is LaneState.MERGED)
+    context: dict[str, Any] = {
+        "marker": marker("progress", run_id),
+        "run_id": run_id,
+        "state": Escaped(run_state.value.replace("_", " ")),
+        "merged": merged,
+        "total": len(lanes),
+        "wall_clock": None if wall_clock_s is None else format_duration(wall_clock_s),
+        "sum_of_lanes": None if sum_of_lanes_s is None else format_duration(sum_of_lanes_s),
+        "speedup": _speedup(wall_clock_s, sum_of_lanes_s),
+        "blocked": run_state is RunState.BLOCKED,
+        "commands": [code_span(COMMANDS[name].usage) for name in available_actions(run_state)],
+        "hidden_failures": 0,
+    }
+    failed = [lane for lane in lanes if LaneState(lane.state) is LaneState.FAILED]
+    for tail_chars in (FAILURE_CHARS, 1_000, 0):
+        context["failures"] = [_failure(lane, tail_chars) for lane in failed] if context["blocked"] else []
+        context["reason"] = _reason(blocked_reason, tail_chars) if context["blocked"] else None
+        frame = render_template("progress.md.j2", **context, checklist=Escaped(""))
+        checklist = lane_checklist(lanes, now=now, budget=COMMENT_LIMIT - len(frame))
+        body = render_template("progress.md.j2", **context, checklist=Escaped(checklist))
+        if len(body) <= COMMENT_LIMIT:
+            return body
+    # Only a failure list longer than the whole comment gets here: count the lanes instead.
+    context["failures"] = [
+        {**_failure(lane, 0), "tail": None} for lane in failed[:50]
+    ]
+    context["hidden_failures"] = max(0, len(failed) - 50)
+    return render_template("progress.md.j2", **context, checklist=Escaped(""))
+
+
+def _speedup(wall_clock_s: float | None, sum_of_lanes_s: float | None) -> Escaped | None:
+    if not wall_clock_s or not sum_of_lanes_s:
+        return None
+    return Escaped(f"{sum_of_lanes_s / wall_clock_s:.1f}×")
+
+
+def _failure(lane: LaneView, tail_chars: int) -> dict[str, Any]:
+    tail = failure_tail(lane.failure, chars=tail_chars) if lane.failure and tail_chars else None
+    return {
+        "id": code_span(lane.unit_id),
+        "attempts": lane.attempts,
+        "tail": code_block(tail) if tail else None,
+        "retry": code_span(f"/retry {lane.unit_id}"),
+    }
+
+
+def _reason(blocked_reason: str | None, tail_chars: int) -> Escaped | None:
+    if not blocked_reason:
+        return None
+    if "\n" not in blocked_reason.strip() and len(blocked_reason) <= 300:
+        return markdown_text(blocked_reason)
+    return code_block(failure_tail(blocked_reason, chars=max(tail_chars, 300)))
+
+
+class Throttle:
+    """At most one edit every `interval_s` seconds, however many changes ask for one.
+
+    Call `should_edit(now)` whenever something changed: True means edit now (the edit is
+    recorded); False means a later edit is owed, no earlier than `next_allowed(now)`, and
+    `pending` stays True until a call returns True. The caller owns the clock (monotonic
+    seconds) and the timer that calls again.
+    """
+
+    def __init__(self, interval_s: float) -> None:
+        if not (isinstance(interval_s, (int, float)) and math.isfinite(interval_s) and interval_s > 0):
+            raise ValueError(f"interval_s must be a positive number of seconds, got {interval_s!r}")
+        self.interval_s = float(interval_s)
+        self._last_edit: float | None = None
+        self._pending = False
+
+    @property
+    def pending(self) -> bool:
+        """A change asked for an edit that has not been allowed yet."""
+        return self._pending
+
+    def next_allowed(self, now: float) -> float:
+        """The earliest moment, not before `now`, at which an edit is allowed."""
+        if self._last_edit is None:
+            return now
+        return max(now, self._last_edit + self.interval_s)
+
+    def should_edit(self, now: float) -> bool:
+        """A change at `now` asks for an edit: whether to edit now (True) or defer (False)."""
+        if self.next_allowed(now) > now:
+            self._pending = True
+            return False
+        self._last_edit = now
+        self._pending = False
+        return True

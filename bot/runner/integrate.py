@@ -1,0 +1,483 @@
+"""Joining the lanes: merge rounds, the integrate step, verify, and the one pull request.
+
+`merge_lanes` (a merge job) merges finished lanes, one at a time and in the order given, into
+the integration branch `lanebot/<issue>`, in a worktree reset to the branch *as pushed* (so a
+merge a crash interrupted is simply redone from there; nothing merges twice):
+
+- a lane whose head the pushed branch already contains is recorded as merged, not merged again;
+- otherwise `git merge --no-ff -m "Merge lane '<unit>' of #<issue>"`;
+- a conflict with `on_conflict: block` fails the lane, naming the paths; with `agent`, a
+  resolver session runs on the merge in progress and its work counts only if nothing is left
+  unmerged and no file *contains* a conflict marker (contents are read: staging hides them);
+- the branch is pushed after the batch (barrier) or after every merge (eager), and lanes are
+  marked merged only once the push that holds them succeeded. Under barrier a conflict stops
+  the batch (later lanes of the round would merge onto a tree that depends on timing).
+
+`integrate_run` (the integrate job), after the last merge: one integrate session on the joined
+branch (it writes the PR's title and body to `.lanebot/pr.md`, which is never committed), then
+the repository's `integrate.verify` command (written to a file, run with `sh`) and, while it
+fails, up to `integrate.max_retries` repair sessions shown the failure. Each head verify ran on
+is pushed and gets a `lanebot / verify` check run; the last failed one offers `Re-run verify`.
+Verify passing opens the pull request from `lanebot/<issue>` to the default branch (found first
+by its head branch, so a lost answer never makes a second one) and, with `review.enabled`, queues
+lanebot's own review of it (bot/runner/review/own.py); verify failing after the repairs blocks the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gidgethub import BadRequest
+
+from bot.runner.review import queue as review_queue
+from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
+from bot.core.checks import VERIFY_CHECK, external_id
+from bot.edges.github.checks import finish_check, start_check
+from bot.render.checks import verify_report
+from bot.edges.executor import Job
+from bot.edges.git import Worktree, git
+from bot.edges.github.issues import split_repository
+from bot.core.graph import Unit
+from bot.core.ere import match_paths
+from bot.runner.lanes import FailureKind, LaneFailure, ScriptResult, is_ancestor, remote_sha, run_script
+from bot.core.names import integration_branch, lane_branch, merge_message
+from bot.core.lifecycle import Event, RunState, transition
+from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
+from bot.runner.sessions import outcome_fields
+from bot.edges.store import runs as store
+from bot.edges.store.models import AgentSession, Lane, utc_now
+from bot.render.prompts import render_prompt
+from bot.render.pull_request import LaneSummary, PR_BODY_LIMIT, pr_body, split_pr_text
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "PR_FILE",
+    "LaneSummary",
+    "integrate_run",
+    "merge_lanes",
+    "pr_body",
+    "split_pr_text",
+]
+
+PR_FILE = ".lanebot/pr.md"
+INTEGRATION_WORKTREE = "_integration"  # unit ids are slugs, which never start with "_"
+
+
+# --------------------------------------------------------------------------- merging
+
+
+async def merge_lanes(context: Any, job: Job) -> None:
+    """Merge the finished lanes `job.units`, in that order; outcomes go to the lanes' rows."""
+    rt = await load_runtime(context, job.run_id)
+    if rt.run.state != RunState.RUNNING:
+        return
+    by_unit = {lane.unit_id: lane for lane in await db(store.lanes, rt.engine, rt.run.id)}
+    batch = [by_unit[unit] for unit in job.units if unit in by_unit and by_unit[unit].state == "finished"]
+    if batch:
+        await _Merger(rt, list(by_unit.values())).merge(batch)
+
+
+class _Merger:
+    """One batch of merges in the integration worktree; used only by `merge_lanes`."""
+
+    def __init__(self, rt: Runtime, all_lanes: Sequence[Lane]) -> None:
+        self.rt = rt
+        self.branch = integration_branch(rt.issue_number)
+        self.eager = rt.workflow.build.schedule == "eager"
+        self.merged_units = {lane.unit_id for lane in all_lanes if lane.state == "merged"}
+        self.pushed = ""
+        self.worktree: Worktree | None = None
+
+    async def merge(self, batch: Sequence[Lane]) -> None:
+        mirror = self.rt.mirror
+        await mirror.fetch()
+        pushed = await remote_sha(mirror, self.branch)
+        if pushed is None:
+            raise RuntimeError(f"the integration branch {self.branch} is not on the remote; reconcile pushes it first")
+        self.pushed = pushed
+        await db(store.append_event, self.rt.engine, self.rt.run.id, "merging",
+                 {"units": [lane.unit_id for lane in batch], "onto": pushed})
+        self.worktree = await fresh_integration_worktree(self.rt, pushed)
+        await self._merge_each(batch)  # the worktree stays for the next round (see fresh_integration_worktree)
+
+    async def _merge_each(self, batch: Sequence[Lane]) -> None:
+        held: list[Lane] = []  # in the local branch, not yet recorded as merged
+        for lane in batch:
+            if lane.head_sha is None:
+                raise RuntimeError(f"lane {lane.unit_id!r} finished without a head commit recorded")
+            if await is_ancestor(self.rt.mirror, lane.head_sha, self.pushed):
+                held.append(lane)  # a push whose answer was lost already holds it
+            elif await self._merge_one(lane):
+                held.append(lane)
+            elif not self.eager:
+                break
+            if self.eager and held:
+                await self._publish(held)
+                held = []
+        await self._publish(held)
+
+    async def _merge_one(self, lane: Lane) -> bool:
+        assert self.worktree is not None
+        message = merge_message(lane.unit_id, self.rt.issue_number)
+        result = await self.worktree.merge_no_ff(lane.head_sha, message, self.rt.identity)
+        if result.ok:
+            self.merged_units.add(lane.unit_id)
+            return True
+        conflicted = list(result.conflicted)
+        refusal = "on_conflict is block"
+        if self.rt.workflow.build.on_conflict == "agent":
+            refusal = await self._resolve(lane, conflicted)
+            if refusal is None:
+                await self.worktree.commit_all(message, self.rt.identity)
+                self.merged_units.add(lane.unit_id)
+                return True
+        await self.worktree.abort_merge()
+        failure = LaneFailure(
+            FailureKind.CONFLICT,
+            f"merging it into {self.branch} conflicted in {', '.join(conflicted)} ({refusal})",
+            paths=tuple(conflicted))
+        await db(store.set_lane_state, self.rt.engine, lane.id, "finished", "failed", failure=failure.to_text())
+        return False
+
+    async def _resolve(self, lane: Lane, conflicted: list[str]) -> str | None:
+        """Run a resolver on the merge in progress; None when its work is accepted, else why not."""
+        assert self.worktree is not None
+        unit = self.rt.graph[lane.unit_id]
+        merged = [self.rt.graph[u] for u in self.rt.graph.ids if u in self.merged_units]
+        matched = await asyncio.to_thread(match_paths, [m.files for m in merged], conflicted)
+        claimants = [unit for unit, paths in zip(merged, matched) if paths]
+        prompt = render_prompt(self.rt.workflow, "resolve", issue={"number": self.rt.issue_number}, branch=self.branch, incoming=unit,
+            incoming_branch=lane_branch(self.rt.issue_number, unit.id), merged=claimants, paths=conflicted)
+        result = await run_session(self.rt, kind="resolve", lane_id=lane.id, folder=unit.id, prompt=prompt,
+                                   agent=self.rt.workflow.build.agent, timeout=self.rt.workflow.build.timeout,
+                                   cwd=self.worktree.path)
+        if isinstance(result, str):
+            return f"the resolver could not run: {result}"
+        if not result.ok:
+            return f"the resolver failed: {result.error}"
+        unmerged = await self.worktree.unmerged_paths()
+        if unmerged:
+            return f"the resolver left {', '.join(unmerged)} unmerged"
+        marked = sorted(set(await self.worktree.files_with_conflict_markers())
+                        | set(await self.worktree.files_with_conflict_markers(conflicted)))
+        if marked:
+            return f"the resolver left conflict markers in {', '.join(marked)}"
+        return None
+
+    async def _publish(self, held: list[Lane]) -> None:
+        """Push the branch, then record `held` as merged (never before the push succeeded)."""
+        assert self.worktree is not None
+        if not held:
+            return
+        head = await self.worktree.head()
+        if head != self.pushed:
+            await self.worktree.push(self.branch, expected=self.pushed)
+            self.pushed = head
+        for lane in held:
+            await db(store.set_lane_state, self.rt.engine, lane.id, "finished", "merged")
+        held.clear()
+
+
+async def fresh_integration_worktree(rt: Runtime, start: str) -> Worktree:
+    """The integration worktree at `start` (the branch as pushed). The one a previous step left is
+    reused (reset hard and cleaned: no full checkout per merge round); a merge a crash left
+    half-way in it is aborted first. Otherwise a new worktree is cut."""
+    path = rt.worktree_path(INTEGRATION_WORKTREE)
+    branch = integration_branch(rt.issue_number)
+    if (path / ".git").is_file():
+        on = await git("symbolic-ref", "--quiet", "HEAD", cwd=path, check=False)
+        if on.returncode == 0 and on.stdout.strip() == f"refs/heads/{branch}":
+            await _abort_half_done_merge(rt, path)
+            await git("reset", "--quiet", "--hard", start, cwd=path)
+            await git("clean", "-d", "--force", "--quiet", "-x", cwd=path)
+            return Worktree(path=path, branch=branch, mirror=rt.mirror)
+    return await add_worktree(rt.mirror, path, branch=branch, start=start)
+
+
+async def _abort_half_done_merge(rt: Runtime, path: Path) -> None:
+    in_progress = await git("rev-parse", "--quiet", "--verify", "MERGE_HEAD", cwd=path, check=False)
+    if in_progress.returncode == 0:
+        await git("merge", "--abort", cwd=path, check=False)
+        await db(store.append_event, rt.engine, rt.run.id, "merge_aborted",
+                 {"why": "a merge was left half-way; it is redone from the branch as pushed"})
+
+
+async def remove_integration_worktree(rt: Runtime) -> None:
+    await remove_worktree(rt.mirror, rt.worktree_path(INTEGRATION_WORKTREE))
+
+
+# --------------------------------------------------------------------------- agent sessions
+
+
+async def run_session(
+    rt: Runtime, *, kind: str, lane_id: int | None, folder: str, prompt: str, agent: str, timeout: int,
+    cwd: Path, brief: str | None = None, env: Mapping[str, str] | None = None,
+) -> AgentResult | str:
+    """One recorded agent session (resolve, integrate, verify repair, fix, review): its result, or why it
+    could not run. `env` adds to the LANEBOT_* variables the agent is given."""
+    session = await db(store.start_session, rt.engine, run_id=rt.run.id, kind=kind, lane_id=lane_id, host=host_name())
+    transcript = rt.transcript_path(folder, session.attempt, prefix=kind)
+    await db(store.update_session, rt.engine, session.id, transcript_path=str(transcript))
+    env = {"LANEBOT_RUN": str(rt.run.id), "LANEBOT_ISSUE": str(rt.issue_number), "LANEBOT_SESSION": kind,
+           **(env or {})}
+    try:
+        adapter = make_agent(agent, getattr(rt.workflow.agents, agent))
+        result: AgentResult | str = await adapter.run(
+            AgentRequest(prompt=prompt, cwd=cwd, transcript=transcript, timeout=float(timeout), env=env, brief=brief),
+            on_start=lambda pid: store.update_session(rt.engine, session.id, pid=pid))
+    except AgentConfigError as error:
+        result = str(error)
+    except BaseException:
+        await db(store.finish_session, rt.engine, session.id, status="cancelled")
+        raise
+    await db(store.finish_session, rt.engine, session.id, **outcome_fields(result))
+    return result
+
+
+# --------------------------------------------------------------------------- integrate, verify, PR
+
+
+async def integrate_run(context: Any, job: Job) -> None:
+    """The integrate step of a run in `integrating`; it ends `done` (PR open) or `blocked`."""
+    rt = await load_runtime(context, job.run_id)
+    if rt.run.state != RunState.INTEGRATING:
+        return
+    await _Integration(rt).run()
+
+
+class _Integration:
+    """The integrate session, verify with repairs, and the PR; used only by `integrate_run`."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.settings = rt.workflow.integrate
+        self.branch = integration_branch(rt.issue_number)
+        self.pushed = ""
+        self.title = ""
+        self.body = ""
+        self.notes: list[str] = []
+        self.worktree: Worktree | None = None
+        self.verify_runs = 0
+
+    async def run(self) -> None:
+        mirror = self.rt.mirror
+        await mirror.fetch()
+        pushed = await remote_sha(mirror, self.branch)
+        if pushed is None:
+            raise RuntimeError(f"the integration branch {self.branch} is not on the remote")
+        self.pushed = pushed
+        await db(store.append_event, self.rt.engine, self.rt.run.id, "integrating", {"onto": pushed})
+        self.worktree = await fresh_integration_worktree(self.rt, pushed)
+        try:
+            verified = await self._integrate_and_verify()
+        finally:
+            await remove_integration_worktree(self.rt)
+        if verified.ok:
+            await self._open_pull_request()
+        else:
+            await self._block(verified)
+
+    async def _integrate_and_verify(self) -> ScriptResult:
+        result = await self._session("integrate", failure=None)
+        if not _succeeded(result):
+            self.notes.append(f"The integrate session did not succeed ({_why(result)}); verify decided.")
+        repairs = 0
+        verified = await self._verify(last=repairs >= self.settings.max_retries)
+        while not verified.ok and repairs < self.settings.max_retries:
+            repairs += 1
+            await self._session("verify", failure={"reason": verified.describe("verify"), "output": verified.output})
+            verified = await self._verify(last=repairs >= self.settings.max_retries)
+        return verified
+
+    async def _session(self, kind: str, failure: Mapping[str, str] | None) -> AgentResult | str:
+        assert self.worktree is not None
+        units = await self._units_in_merge_order()
+        prompt = render_prompt(self.rt.workflow, "integrate", issue=self.rt.issue_context(), units=units, verify=self.settings.verify, failure=failure)
+        await self._restore_pr_file()
+        brief = _recipe_pr_brief(self.rt, units) if self.settings.agent == "recipe" else None
+        result = await run_session(self.rt, kind=kind, lane_id=None, folder="_integrate", prompt=prompt,
+                                   agent=self.settings.agent, timeout=self.settings.timeout,
+                                   cwd=self.worktree.path, brief=brief)
+        await self._take_pr_file()
+        await self.worktree.commit_all(_commit_message(kind, self.rt.issue_number), self.rt.identity)
+        return result
+
+    async def _units_in_merge_order(self) -> list[Unit]:
+        lanes = await db(store.lanes, self.rt.engine, self.rt.run.id)
+        ordered = sorted(lanes, key=lambda lane: (lane.merged_at or utc_now(), lane.round, lane.id or 0))
+        return [self.rt.graph[lane.unit_id] for lane in ordered]
+
+    async def _restore_pr_file(self) -> None:
+        if self.title or self.body:
+            assert self.worktree is not None
+            target = self.worktree.path / PR_FILE
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(f"{self.title}\n\n{self.body}", encoding="utf-8")
+
+    async def _take_pr_file(self) -> None:
+        """Read `.lanebot/pr.md`, then clear it and lanebot's untracked scratch, so neither is committed
+        (an integrator that committed the file anyway has it removed by the next commit)."""
+        assert self.worktree is not None
+        source = self.worktree.path / PR_FILE
+        if source.is_file():
+            self.title, self.body = split_pr_text(source.read_text(encoding="utf-8", errors="replace"))
+            await db(store.append_event, self.rt.engine, self.rt.run.id, "pr_text",
+                     {"title": self.title, "body": self.body[:PR_BODY_LIMIT]})
+        await git("rm", "--cached", "--quiet", "--ignore-unmatch", "--", PR_FILE, cwd=self.worktree.path)
+        source.unlink(missing_ok=True)
+        await git("clean", "-d", "--force", "--quiet", "-x", "--", ".lanebot", cwd=self.worktree.path)
+
+    async def _verify(self, *, last: bool) -> ScriptResult:
+        """Run verify on the branch as it is now (pushed first); `last`: no repair follows a failure,
+        so a failure blocks the run and its check run offers `Re-run verify`."""
+        assert self.worktree is not None
+        head = await self.worktree.head()
+        if head != self.pushed:
+            await self.worktree.push(self.branch, expected=self.pushed)
+            self.pushed = head
+        self.verify_runs += 1
+        check_id = await start_check(
+            self.rt.client, self.rt.run.repository, name=VERIFY_CHECK, head_sha=head,
+            external=external_id(self.rt.run.id), title="verify is running",
+            summary=f"`{self.settings.verify}` runs on the joined branch `{self.branch}`.")
+        result = await run_script(self.settings.verify, script=self.rt.script_path(f"verify-{self.verify_runs}"),
+                                  cwd=self.worktree.path, timeout=float(self.settings.verify_timeout),
+                                  env={"LANEBOT_RUN": str(self.rt.run.id)})
+        await finish_check(self.rt.client, self.rt.run.repository, check_id, verify_report(
+            passed=result.ok, command=self.settings.verify, output=result.output,
+            reason=None if result.ok else result.describe("verify"), transcript=None, offer_rerun=last))
+        await db(store.append_event, self.rt.engine, self.rt.run.id, "verify",
+                 {"head": head, "ok": result.ok, "exit_status": result.exit_status, "timed_out": result.timed_out})
+        return result
+
+    async def _block(self, verified: ScriptResult) -> None:
+        reason = (f"verify failed after {self.settings.max_retries} repair session"
+                  f"{'s' * (self.settings.max_retries != 1)}: {verified.describe('verify')}\n\n"
+                  + verified.output[-4_000:])
+        target = transition(RunState.INTEGRATING, Event.INTEGRATE_FAILED)
+        await db(store.transition, self.rt.engine, self.rt.run.id, RunState.INTEGRATING.value, target.value,
+                 error=reason)
+
+    async def _open_pull_request(self) -> None:
+        body = await self._pr_body()
+        title = self.rt.workflow.render_pr_title(
+            {"number": self.rt.issue_number, "title": self.rt.issue.title}, proposed=self.title)
+        await db(store.append_event, self.rt.engine, self.rt.run.id, "opening_pr", {"head": self.branch})
+        pull = await open_pull_request(self.rt, title=title, body=body)
+        target = transition(RunState.INTEGRATING, Event.PR_OPENED)
+        await db(store.transition, self.rt.engine, self.rt.run.id, RunState.INTEGRATING.value, target.value,
+                 pr_number=int(pull["number"]), error=None)
+        if self.rt.workflow.review.enabled:
+            await review_queue.request_self_review(self.rt.context, self.rt.run.id, self.pushed)
+
+    async def _pr_body(self) -> str:
+        lanes = await db(store.lanes, self.rt.engine, self.rt.run.id)
+        sessions = await db(store.sessions, self.rt.engine, self.rt.run.id)
+        summaries = lane_summaries(self.rt, lanes, sessions)
+        starts = [s.started_at for s in sessions if s.kind == "lane"]
+        wall_clock = (utc_now() - min(starts)).total_seconds() if starts else None
+        return pr_body(
+            integrator_body=self.body, notes=self.notes, issue_number=self.rt.issue_number, graph=self.rt.graph,
+            lanes=summaries, schedule=self.rt.workflow.build.schedule, wall_clock_s=wall_clock,
+            sum_of_lanes_s=sum(s.duration_s or 0.0 for s in summaries), sessions=_session_counts(sessions))
+
+
+async def open_pull_request(rt: Runtime, *, title: str, body: str) -> dict[str, Any]:
+    """The open PR from the integration branch (brought up to date), or a new one."""
+    owner, name = split_repository(rt.run.repository)
+    branch = integration_branch(rt.issue_number)
+    existing = await _find_pull(rt, owner, name, branch)
+    if existing is None:
+        data = {"title": title, "head": branch, "base": rt.repository.default_branch, "body": body,
+                "draft": rt.workflow.pull_request.draft}
+        try:
+            return await rt.client.post("/repos/{owner}/{repo}/pulls", {"owner": owner, "repo": name}, data=data)
+        except BadRequest as error:
+            existing = await _find_pull(rt, owner, name, branch) if error.status_code == 422 else None
+            if existing is None:
+                raise
+    if existing.get("title") != title or existing.get("body") != body:
+        existing = await rt.client.patch("/repos/{owner}/{repo}/pulls/{pull_number}",
+                                         {"owner": owner, "repo": name, "pull_number": existing["number"]},
+                                         data={"title": title, "body": body})
+    return existing
+
+
+async def _find_pull(rt: Runtime, owner: str, name: str, branch: str) -> dict[str, Any] | None:
+    url = "/repos/{owner}/{repo}/pulls{?head,state,per_page}"
+    url_vars = {"owner": owner, "repo": name, "head": f"{owner}:{branch}", "state": "open", "per_page": 100}
+    async for pull in rt.client.getiter(url, url_vars):
+        if (pull.get("head") or {}).get("ref") == branch:
+            return pull
+    return None
+
+
+def _succeeded(result: AgentResult | str) -> bool:
+    return not isinstance(result, str) and result.ok
+
+
+def _why(result: AgentResult | str) -> str:
+    return result if isinstance(result, str) else (result.error or "it failed")
+
+
+def _commit_message(kind: str, issue_number: int) -> str:
+    if kind == "integrate":
+        return f"Integrate the lanes of #{issue_number}\n\nThe integrate session's changes, by lanebot.\n"
+    return f"Repair the joined lanes of #{issue_number}\n\nA repair session after verify failed, by lanebot.\n"
+
+
+def _recipe_pr_brief(rt: Runtime, units: Sequence[Unit]) -> str:
+    """The recipe adapter writes only what a brief spells out: for the integrate step that is the PR
+    text, made from the plan, so a run with no model still gets a PR that says what it holds."""
+    lines = [rt.issue_context()["title"].strip() or f"Resolve #{rt.issue_number}", "",
+             f"This change resolves #{rt.issue_number} in {len(units)} unit{'s' * (len(units) != 1)}:", ""]
+    lines += [f"- {unit.title}" for unit in units]
+    text = "\n".join(lines) + "\n"
+    fence = "`" * max(3, 1 + max((len(run) for run in _backtick_runs(text)), default=0))
+    return f"{fence}markdown path={PR_FILE}\n{text}{fence}\n"
+
+
+def _backtick_runs(text: str) -> list[str]:
+    runs, current = [], ""
+    for char in text:
+        if char == "`":
+            current += char
+        elif current:
+            runs.append(current)
+            current = ""
+    return runs + ([current] if current else [])
+
+
+# --------------------------------------------------------------------------- the PR text (pure)
+
+
+def lane_summaries(rt: Runtime, lanes: Sequence[Lane], sessions: Sequence[AgentSession]) -> list[LaneSummary]:
+    summaries = []
+    for lane in lanes:
+        own = [s for s in sessions if s.lane_id == lane.id and s.kind == "lane"]
+        summaries.append(LaneSummary(
+            unit_id=lane.unit_id, title=rt.graph[lane.unit_id].title,
+            branch=lane.branch or lane_branch(rt.issue_number, lane.unit_id), round=lane.round,
+            duration_s=session_seconds(own), attempts=len(own),
+            check_url=f"{rt.repository.html_url}/runs/{lane.check_run_id}" if lane.check_run_id else None))
+    return summaries
+
+
+def session_seconds(sessions: Sequence[AgentSession]) -> float | None:
+    """How long the sessions ran together (those that ended), or None when none ended."""
+    spans = [(s.ended_at - s.started_at).total_seconds() for s in sessions if s.ended_at is not None]
+    return sum(spans) if spans else None
+
+
+def _session_counts(sessions: Sequence[AgentSession]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for session in sessions:
+        counts[session.kind] = counts.get(session.kind, 0) + 1
+    return counts
+
+

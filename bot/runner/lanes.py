@@ -1,0 +1,502 @@
+"""A lane: one attempt at one unit of an approved plan, in its own worktree, on its own branch.
+
+Its branch names are bot.core.names': the lane branch `lanebot-lanes/<issue>/<unit>`, merged into
+the integration branch `lanebot/<issue>`.
+
+An attempt (`run_lane`, one executor job identified by run, unit and attempt number):
+
+1. a worktree of the mirror on the lane branch, cut from the lane's `base_sha` (the integration
+   branch as pushed when the lane was started); a retry continues from the lane branch as the
+   previous attempt pushed it, so the agent finds its earlier work;
+2. the lane prompt: the issue, the unit, and on a retry the previous failure (its reason, the
+   offending paths, the last 200 lines of output);
+3. the agent (`build.agent`, `build.timeout`, the unit's brief for the recipe adapter), its
+   transcript at `<workdir>/transcripts/<run>/<unit>/attempt-N.jsonl`, its pid recorded;
+4. a commit of whatever the agent left, as lanebot's commit identity;
+5. ownership: every path changed since the base must match the unit's `files`; lanebot's
+   scratch (`.lanebot/`) and `.github/workflows/` are refused unless `files` names them;
+6. the unit's `check`, written to a file outside the worktree and run as `sh <file>` in it,
+   with the lane's timeout; the tail of its output is kept;
+7. the lane branch pushed (also after a failure, so the next attempt and humans see it), the
+   head recorded, the check run `lanebot / <unit>` completed; a failure that leaves no retry
+   offers the check run's `Retry lane` button.
+
+The outcome is written to the lane's row (compare-and-set from `running`): `finished`, or back
+to `pending` with the failure while retries remain, or `failed`. The lane's state is written
+before its session is closed, so a crash in between never makes a finished lane run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
+from bot.edges.agents.process import child_environment, stop_process_group
+from bot.core.checks import RETRY_LANE, CheckReport, external_id, lane_check_name
+from bot.edges.github.checks import finish_check, start_check
+from bot.render.checks import lane_report
+from bot.edges.executor import Job
+from bot.edges.git import Mirror, RefNotFound, Worktree, git
+from bot.core.graph import Unit
+from bot.core.ere import match_paths
+from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
+from bot.edges.store import runs as store
+from bot.edges.store.models import Lane, utc_now
+from bot.render.prompts import render_prompt
+from bot.core.names import lane_branch
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "PROTECTED_DIRECTORIES",
+    "FailureKind",
+    "LaneFailure",
+    "ScriptResult",
+    "is_ancestor",
+    "keep_tail",
+    "ownership_violations",
+    "remote_sha",
+    "run_lane",
+    "run_script",
+]
+
+PROTECTED_DIRECTORIES = (".lanebot/", ".github/workflows/")
+OUTPUT_LINES = 200  # lines of a failed command's output kept for the retry's prompt
+OUTPUT_BYTES = 256 * 1024  # what run_script holds of an output at most, from its end
+SCRIPT_GRACE_S = 2.0
+_POLL_S = 0.02
+
+
+# --------------------------------------------------------------------------- ownership
+
+
+def ownership_violations(unit: Unit, paths: Iterable[str]) -> list[str]:
+    """The paths among `paths` that `unit` may not change, in the order given.
+
+    Matched with RE2 (`bot.core.ere.match_paths`), in time linear in the paths whatever `unit.files`
+    is. Raises ValueError when `unit.files` is not an expression bot/core/ere.py accepts.
+    """
+    paths = list(paths)
+    open_to_unit = [path for path in paths if not _protected_from(unit, path)]
+    (owned,) = match_paths([unit.files], open_to_unit)
+    allowed = {open_to_unit[position] for position in owned}
+    return [path for path in paths if path not in allowed]
+
+
+def _protected_from(unit: Unit, path: str) -> bool:
+    return any(path.startswith(directory) and not _names_directory(unit.files, directory)
+               for directory in PROTECTED_DIRECTORIES)
+
+
+def _names_directory(files: str, directory: str) -> bool:
+    """Whether the expression spells the directory out (`\\.github/workflows/...`), as opposed to
+    reaching it through a wildcard such as `.*`."""
+    return directory.rstrip("/") in files.replace("\\", "")
+
+
+# --------------------------------------------------------------------------- failures (pure)
+
+
+class FailureKind(enum.StrEnum):
+    AGENT = "agent"  # the agent session failed (exit status, timeout, missing binary, bad settings)
+    OWNERSHIP = "ownership"  # it changed paths outside the unit's files
+    CHECK = "check"  # the unit's check failed
+    CONFLICT = "conflict"  # merging the lane conflicted (and no resolver made it clean)
+    ERROR = "error"  # lanebot itself could not complete the attempt
+    CANCELLED = "cancelled"  # stopped by /cancel
+
+
+@dataclass(frozen=True)
+class LaneFailure:
+    """Why a lane's last attempt failed, as its row keeps it (JSON in `lanes.failure`)."""
+
+    kind: FailureKind
+    reason: str  # one line
+    attempt: int | None = None
+    output: str = ""  # the tail of the failing command's output
+    paths: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", FailureKind(self.kind))
+        object.__setattr__(self, "reason", " ".join(self.reason.split()) or "no reason given")
+        object.__setattr__(self, "output", keep_tail(self.output))
+        object.__setattr__(self, "paths", tuple(self.paths))
+
+    def to_text(self) -> str:
+        data = {"kind": self.kind.value, "reason": self.reason, "attempt": self.attempt,
+                "output": self.output, "paths": list(self.paths)}
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def from_text(cls, text: str) -> LaneFailure:
+        """The failure a row holds; plain text (written by something else) becomes an error's reason."""
+        try:
+            data = json.loads(text)
+            return cls(kind=data["kind"], reason=data["reason"], attempt=data.get("attempt"),
+                       output=data.get("output") or "", paths=tuple(data.get("paths") or ()))
+        except (ValueError, TypeError, KeyError):
+            first, _, rest = text.strip().partition("\n")
+            return cls(kind=FailureKind.ERROR, reason=first, output=rest)
+
+    def prompt(self) -> dict[str, Any]:
+        """The lane prompt's `failure` block."""
+        return {"reason": self.reason, "attempt": self.attempt, "paths": list(self.paths), "output": self.output}
+
+    def describe(self) -> str:
+        """For people (the progress comment): the reason, the paths, then the output."""
+        lines = [f"attempt {self.attempt}: {self.reason}" if self.attempt else self.reason]
+        lines += [f"  {path}" for path in self.paths]
+        if self.output.strip():
+            lines += ["", self.output.rstrip("\n")]
+        return "\n".join(lines)
+
+
+def keep_tail(text: str, lines: int = OUTPUT_LINES) -> str:
+    """The last `lines` lines of `text`."""
+    kept = text.splitlines()
+    return "\n".join(kept[-lines:]) + ("\n" if kept and text.endswith("\n") else "")
+
+
+# --------------------------------------------------------------------------- running a script
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    exit_status: int | None  # None when it timed out
+    output: str  # the end of its stdout and stderr together
+    timed_out: bool
+    timeout: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and self.exit_status == 0
+
+    def describe(self, what: str) -> str:
+        if self.timed_out:
+            return f"{what} did not finish within {self.timeout:g} s and was stopped"
+        if self.exit_status is not None and self.exit_status < 0:
+            return f"{what} was killed by signal {-self.exit_status}"
+        return f"{what} exited with status {self.exit_status}"
+
+
+async def run_script(text: str, *, script: Path, cwd: Path, timeout: float, env: Mapping[str, str]) -> ScriptResult:
+    """Write `text` to `script` and run `sh <script>` in `cwd`, in its own process group.
+
+    Agent-written commands reach the shell only this way, never spliced into a command line.
+    On a timeout or a cancellation the whole process group is stopped.
+    """
+    await asyncio.to_thread(_write_script, script, text)
+    process = await asyncio.create_subprocess_exec(
+        "sh", str(script), cwd=cwd, env=child_environment(env), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+    )
+    tail = _Tail(OUTPUT_BYTES)
+    reader = asyncio.ensure_future(_drain(process.stdout, tail))
+    timed_out = False
+    try:
+        try:
+            await asyncio.wait_for(_exit(process), timeout)
+        except TimeoutError:
+            timed_out = True
+    finally:
+        cleanup = asyncio.ensure_future(_stop(process, reader))
+        try:
+            await asyncio.shield(cleanup)
+        except asyncio.CancelledError:
+            await cleanup
+            raise
+    return ScriptResult(None if timed_out else process.returncode, tail.text(), timed_out, timeout)
+
+
+def _write_script(script: Path, text: str) -> None:
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+
+
+class _Tail:
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._data = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self._data += chunk
+        if len(self._data) > 2 * self._limit:
+            del self._data[: len(self._data) - self._limit]
+
+    def text(self) -> str:
+        return bytes(self._data[-self._limit:]).decode("utf-8", errors="replace")
+
+
+async def _drain(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
+    if stream is None:
+        return
+    while chunk := await stream.read(64 * 1024):
+        tail.add(chunk)
+
+
+async def _exit(process: asyncio.subprocess.Process) -> int:
+    # Not process.wait(): that also waits for the pipes, which a left-behind child may hold open.
+    while process.returncode is None:
+        await asyncio.sleep(_POLL_S)
+    return process.returncode
+
+
+async def _stop(process: asyncio.subprocess.Process, reader: asyncio.Future[None]) -> None:
+    await stop_process_group(process, SCRIPT_GRACE_S)
+    done, pending = await asyncio.wait([reader], timeout=SCRIPT_GRACE_S)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*done, *pending, return_exceptions=True)
+
+
+# --------------------------------------------------------------------------- git helpers
+
+
+async def remote_sha(mirror: Mirror, branch: str) -> str | None:
+    """Where `branch` is on the remote as last fetched, or None when it is not there."""
+    try:
+        return await mirror.resolve(branch)
+    except RefNotFound:
+        return None
+
+
+async def is_ancestor(mirror: Mirror, ancestor: str, descendant: str) -> bool:
+    """Whether commit `ancestor` is `descendant` or one of its ancestors."""
+    found = await git("merge-base", "--is-ancestor", ancestor, descendant, cwd=mirror.path, check=False)
+    if found.returncode not in (0, 1):
+        raise RuntimeError(f"git merge-base --is-ancestor failed in {mirror.path}: {found.stderr.strip()}")
+    return found.returncode == 0
+
+
+# --------------------------------------------------------------------------- the lane job
+
+
+@dataclass
+class _Outcome:
+    head: str | None = None
+    failure: LaneFailure | None = None
+    changed: list[str] = field(default_factory=list)
+    detail: str | None = None  # for the session row only: an internal error's details
+
+
+async def run_lane(context: Any, job: Job) -> None:
+    """One attempt of lane `job.unit_id`; its result is written to the database."""
+    assert job.unit_id is not None
+    rt = await load_runtime(context, job.run_id)
+    lane = await db(store.get_lane, rt.engine, job.run_id, job.unit_id)
+    if lane is None or not await _may_start(rt, lane, job):
+        return
+    await _Attempt(rt, lane, job).run()
+
+
+async def _may_start(rt: Runtime, lane: Lane, job: Job) -> bool:
+    """Only a lane marked running, in a running run, with no session of this attempt or later."""
+    if rt.run.state != "running" or lane.state != "running":
+        log.info("not starting %s: the run is %s and the lane %s", job.describe(), rt.run.state, lane.state)
+        return False
+    earlier = [s for s in await db(store.sessions, rt.engine, rt.run.id) if s.lane_id == lane.id and s.kind == "lane"]
+    if any(s.status == "running" for s in earlier) or any(s.attempt >= job.attempt for s in earlier):
+        log.info("not starting %s: that attempt has already started", job.describe())
+        return False
+    return True
+
+
+class _Attempt:
+    """The steps of one lane attempt; used only by `run_lane`."""
+
+    def __init__(self, rt: Runtime, lane: Lane, job: Job) -> None:
+        self.rt = rt
+        self.lane = lane
+        self.job = job
+        self.unit = rt.graph[lane.unit_id]
+        self.branch = lane_branch(rt.issue_number, self.unit.id)
+        self.previous = LaneFailure.from_text(lane.failure) if lane.failure else None
+        self.attempt = job.attempt
+        self.session_id: int | None = None
+        self.check_run_id: int | None = None
+
+    @property
+    def transcript(self) -> Path:
+        return self.rt.transcript_path(self.unit.id, self.attempt)
+
+    async def run(self) -> None:
+        session = await db(store.start_session, self.rt.engine, run_id=self.rt.run.id, kind="lane",
+                           lane_id=self.lane.id, host=host_name())
+        self.session_id, self.attempt = session.id, session.attempt
+        await db(store.update_session, self.rt.engine, session.id, transcript_path=str(self.transcript))
+        await db(store.update_lane, self.rt.engine, self.lane.id, started_at=utc_now(), branch=self.branch)
+        try:
+            try:
+                outcome = await self._attempt()
+            except asyncio.CancelledError:
+                await _shielded(self._interrupted())
+                raise
+            except Exception as error:
+                log.exception("lane %r of run %d: attempt %d could not complete", self.unit.id, self.rt.run.id,
+                              self.attempt)
+                outcome = _Outcome(
+                    failure=LaneFailure(FailureKind.ERROR, f"lanebot could not complete the attempt "
+                                        f"({type(error).__name__}); the runner's log has the details", self.attempt),
+                    detail=f"{type(error).__name__}: {error}")
+                await self._close_check("failure", outcome.failure.reason, offer_retry=self._is_last_attempt())
+            await self._record(outcome)
+        finally:
+            # After the outcome is recorded: the merge need not wait for the clean-up.
+            await _shielded(remove_worktree(self.rt.mirror, self.rt.worktree_path(self.unit.id)))
+
+    async def _attempt(self) -> _Outcome:
+        mirror = self.rt.mirror
+        base = self.lane.base_sha
+        if base is None:
+            raise RuntimeError(f"lane {self.unit.id!r} has no base commit recorded; it was not started by reconcile")
+        await mirror.fetch()
+        pushed = await remote_sha(mirror, self.branch)
+        start = pushed if pushed and self.attempt > 1 and await is_ancestor(mirror, base, pushed) else base
+        worktree = await add_worktree(mirror, self.rt.worktree_path(self.unit.id), branch=self.branch, start=start)
+        await self._start_check(start)
+        result = await self._run_agent(worktree.path)
+        await worktree.commit_all(self._commit_message(), self.rt.identity)
+        outcome = _Outcome(head=await worktree.head(), changed=await worktree.changed_paths(base))
+        check_output = await self._judge(result, outcome, worktree)
+        await worktree.push(self.branch, expected=pushed or "")
+        await self._finish_check(start, outcome, check_output)
+        return outcome
+
+    def _commit_message(self) -> str:
+        return (f"{self.unit.id}: {self.unit.title}\n\n"
+                f"Lane '{self.unit.id}' of #{self.rt.issue_number}, attempt {self.attempt}, by lanebot.\n")
+
+    def _env(self) -> dict[str, str]:
+        return {"LANEBOT_RUN": str(self.rt.run.id), "LANEBOT_ISSUE": str(self.rt.issue_number),
+                "LANEBOT_UNIT": self.unit.id, "LANEBOT_ATTEMPT": str(self.attempt)}
+
+    async def _run_agent(self, cwd: Path) -> AgentResult | str:
+        """The agent's result, or why it could not run."""
+        build = self.rt.workflow.build
+        prompt = render_prompt(self.rt.workflow, "lane", issue=self.rt.issue_context(), unit=self.unit, branch=self.branch,
+            failure=self.previous.prompt() if self.previous else None)
+        try:
+            agent = make_agent(build.agent, getattr(self.rt.workflow.agents, build.agent))
+            request = AgentRequest(prompt=prompt, cwd=cwd, transcript=self.transcript, timeout=float(build.timeout),
+                                   env=self._env(), brief=self.unit.brief)
+            return await agent.run(request, on_start=self._record_pid)
+        except AgentConfigError as error:
+            return str(error)
+
+    def _record_pid(self, pid: int) -> None:
+        assert self.session_id is not None
+        store.update_session(self.rt.engine, self.session_id, pid=pid)
+
+    async def _judge(self, result: AgentResult | str, outcome: _Outcome, worktree: Worktree) -> str | None:
+        """Set `outcome.failure` from the agent, ownership and the check; the check's output, if it ran."""
+        if isinstance(result, str) or not result.ok:
+            reason = result if isinstance(result, str) else (result.error or "the agent session failed")
+            output = "" if isinstance(result, str) else result.final_message
+            outcome.failure = LaneFailure(FailureKind.AGENT, reason, self.attempt, output=output)
+            return None
+        try:
+            offending = await asyncio.to_thread(ownership_violations, self.unit, outcome.changed)
+        except ValueError as refused:  # a plan approved under older rules for files
+            outcome.failure = LaneFailure(FailureKind.OWNERSHIP, f"its files {self.unit.files!r} cannot be matched:"
+                                          f" {refused}", self.attempt, paths=tuple(outcome.changed))
+            return None
+        if offending:
+            shown = ", ".join(offending[:5]) + (f" and {len(offending) - 5} more" if len(offending) > 5 else "")
+            outcome.failure = LaneFailure(
+                FailureKind.OWNERSHIP, f"changed {len(offending)} path{'s' * (len(offending) != 1)} outside its "
+                f"files ({self.unit.files}): {shown}", self.attempt, paths=tuple(offending))
+            return None
+        check = await run_script(self.unit.check, script=self.rt.script_path(f"{self.unit.id}-attempt-{self.attempt}"),
+                                 cwd=worktree.path, timeout=float(self.rt.workflow.build.timeout), env=self._env())
+        if not check.ok:
+            outcome.failure = LaneFailure(FailureKind.CHECK, check.describe("its check"), self.attempt,
+                                          output=check.output)
+        return check.output
+
+    async def _start_check(self, head: str) -> None:
+        self.check_run_id = await start_check(
+            self.rt.client, self.rt.run.repository, name=lane_check_name(self.unit.id), head_sha=head,
+            external=external_id(self.rt.run.id, self.unit.id), title=f"attempt {self.attempt} is running",
+            summary=f"Lane `{self.unit.id}` of #{self.rt.issue_number}, attempt {self.attempt}, on `{self.branch}`.")
+        await db(store.update_lane, self.rt.engine, self.lane.id, check_run_id=self.check_run_id)
+
+    async def _finish_check(self, start: str, outcome: _Outcome, check_output: str | None) -> None:
+        failure = outcome.failure
+        report = lane_report(
+            unit_id=self.unit.id, attempt=self.attempt, passed=failure is None,
+            reason=failure.reason if failure else None, changed_paths=outcome.changed,
+            offending_paths=failure.paths if failure else (), check_output=check_output,
+            transcript=str(self.transcript), offer_retry=self._is_last_attempt())
+        assert self.check_run_id is not None and outcome.head is not None
+        if outcome.head != start:
+            # A check run stays on the commit it was made for: the result goes on the lane's new head.
+            await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id, _superseded(outcome.head))
+            await self._start_check(outcome.head)
+        await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id, report)
+
+    def _is_last_attempt(self) -> bool:
+        """Whether a failure of this attempt leaves no retry (the lane fails and the run blocks)."""
+        return self.lane.attempts_used + 1 >= 1 + self.rt.workflow.build.max_retries
+
+    async def _record(self, outcome: _Outcome) -> None:
+        engine, lane, failure = self.rt.engine, self.lane, outcome.failure
+        used = lane.attempts_used + 1
+        head = outcome.head or lane.head_sha
+        if failure is None:
+            moved = await db(store.set_lane_state, engine, lane.id, "running", "finished", head_sha=head,
+                             failure=None, attempts_used=used)
+        else:
+            target = "failed" if self._is_last_attempt() else "pending"
+            moved = await db(store.set_lane_state, engine, lane.id, "running", target, head_sha=head,
+                             failure=failure.to_text(), attempts_used=used)
+        status = ("succeeded" if failure is None else "failed") if moved else "cancelled"
+        await db(store.finish_session, engine, self.session_id, status=status,
+                 failure=outcome.detail or (failure.reason if failure else None))
+
+    async def _interrupted(self) -> None:
+        """Cancelled: by /cancel (the run is cancelled), or by lanebot stopping (the attempt is lost
+        and runs again at the next start without consuming a retry)."""
+        engine = self.rt.engine
+        run = await db(store.get_run, engine, self.rt.run.id)
+        if run is not None and run.state == "cancelled":
+            failure = LaneFailure(FailureKind.CANCELLED, "stopped by /cancel", self.attempt)
+            await db(store.set_lane_state, engine, self.lane.id, "running", "failed", failure=failure.to_text())
+            await db(store.finish_session, engine, self.session_id, status="cancelled", failure=failure.reason)
+            await self._close_check("cancelled", failure.reason)
+            return
+        await db(store.finish_session, engine, self.session_id, status="lost", counts_as_retry=False,
+                 failure="lanebot stopped while the attempt ran")
+        await db(store.set_lane_state, engine, self.lane.id, "running", "pending")
+        await self._close_check("neutral", "lanebot stopped while this attempt ran; the lane runs again")
+
+    async def _close_check(self, conclusion: str, reason: str, *, offer_retry: bool = False) -> None:
+        """Complete this attempt's check run when the attempt ended without reaching its report."""
+        if self.check_run_id is None:
+            return
+        with contextlib.suppress(Exception):  # best effort: GitHub being unwell must not hide the outcome
+            await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id,
+                               CheckReport(conclusion, reason, f"Attempt {self.attempt} of lane `{self.unit.id}`: "
+                                           f"{reason}.\n\nTranscript: `{self.transcript}` on the runner host.",
+                                           (RETRY_LANE,) if offer_retry else ()))
+
+
+def _superseded(head: str) -> CheckReport:
+    return CheckReport("neutral", f"this attempt's result is on {head[:12]}",
+                       f"The lane's attempt committed {head}; its check run there holds the result.")
+
+
+async def _shielded(work: Any) -> None:
+    """Finish `work` even though the calling task is being cancelled."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task

@@ -1,0 +1,554 @@
+"""The orchestrator: moves an approved run from its plan to one pull request, and back from a crash.
+
+One idempotent `reconcile(context, run_id)` does one step: it reads the rows, asks the
+scheduler (`bot.core.scheduler.decide`) what to do, does it through the executor, and writes what it
+intends before it acts and what happened after. `drive` repeats it until the run rests (`done`,
+`blocked`, `cancelled`), waiting for lane jobs in between; it keeps the progress comment (edited
+in place at most once every few seconds, and once more at the end) and the state label in step.
+
+What one step does, for a run in `running`:
+
+- the first time: record the run's `base_sha` (the default branch as it is now) and push the
+  integration branch `lanebot/<issue>` there; create the lanes' rows;
+- lanes the executor no longer holds although their rows say `running` (lanebot restarted) are
+  put back to `pending`, their sessions marked `lost`, at no cost to their retries;
+- merge what the scheduler says to merge (a merge job), or start what it says to start (record
+  each lane's base, then hand the lane job to the executor);
+- every lane merged: `lanes_merged`, and the run is `integrating`; a failed lane with nothing
+  else left to do: `lane_blocked`, and the run is `blocked` naming the lanes and why.
+
+For a run in `integrating`: the integrate job (integrate, verify, the PR).
+
+`cancel` stops the run's jobs and agents and keeps branches and transcripts; `retry` gives
+failed lanes (or a failed integrate step) another go and drives the run again; `recover_runs`
+is the start-up pass over unfinished runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from bot.core.checks import CheckReport
+from bot.edges.github.checks import finish_check
+from bot.edges.executor import Executor, Job, JobKind, integrate_job, lane_job, merge_job
+from bot.edges.executor.embedded import EmbeddedExecutor
+from bot.core.text import marker
+from bot.edges.github.issues import post_or_update_marked_comment
+from bot.runner.integrate import (
+    INTEGRATION_WORKTREE,
+    integrate_run,
+    merge_lanes,
+    remove_integration_worktree,
+    session_seconds,
+)
+from bot.runner.lanes import FailureKind, LaneFailure, remote_sha, run_lane
+from bot.core.names import integration_branch, lane_branch
+from bot.core.lifecycle import Event, InvalidTransition, RunState, transition
+from bot.runner.plan import follow_labels
+from bot.render.progress import LaneView, Throttle, render_progress
+from bot.runner.runtime import (
+    Runtime,
+    add_worktree,
+    db,
+    forget_runtimes,
+    host_name,
+    load_runtime,
+    remove_worktree,
+)
+from bot.runner.sessions import stop_session_process
+from bot.core.scheduler import LaneState, decide
+from bot.edges.store import runs as store
+from bot.edges.store.models import AgentSession, Lane, Run, utc_now
+from bot.runner.context import RunnerContext
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "PROGRESS_INTERVAL_S",
+    "cancel",
+    "drive",
+    "executor_for",
+    "perform",
+    "publish_progress",
+    "reconcile",
+    "recover_run",
+    "recover_runs",
+    "retry",
+    "shutdown",
+]
+
+PROGRESS_INTERVAL_S = 5.0  # at most one edit of the progress comment this often
+IDLE_POLL_S = 10.0  # how often drive looks at the database when no job of its run ends
+BUILDING = (RunState.RUNNING.value, RunState.INTEGRATING.value)
+
+
+# --------------------------------------------------------------------------- the executor
+
+
+_EXECUTORS: dict[int, tuple[Any, Executor]] = {}
+
+
+def executor_for(context: RunnerContext) -> Executor:
+    """The context's executor (`context.executor`), else this process's embedded executor for its
+    database, created on first use with the host's caps."""
+    explicit = getattr(context, "executor", None)
+    if explicit is not None:
+        return explicit
+    entry = _EXECUTORS.get(id(context.engine))
+    if entry is None or entry[0] is not context.engine:
+        executor = EmbeddedExecutor(functools.partial(perform, context), max_lanes=context.settings.max_lanes,
+                                    max_runs_per_repo=context.settings.max_runs_per_repo)
+        entry = _EXECUTORS[id(context.engine)] = (context.engine, executor)
+    return entry[1]
+
+
+async def shutdown(context: RunnerContext) -> None:
+    """lanebot is stopping: stop every job of this process's executor for the context's database
+    (their runs resume at the next start) and forget what was cached for it."""
+    entry = _EXECUTORS.pop(id(context.engine), None)
+    forget_runtimes(context)
+    if entry is not None and entry[0] is context.engine:
+        await entry[1].close()
+
+
+async def perform(context: RunnerContext, job: Job) -> None:
+    """Do one job (what an executor calls). A merge or integrate step that fails for a reason of
+    lanebot's own blocks the run with that reason, so `/retry` can run it again."""
+    if job.kind is JobKind.LANE:
+        await run_lane(context, job)
+        return
+    step, state, event = (
+        (merge_lanes, RunState.RUNNING, Event.LANE_BLOCKED) if job.kind is JobKind.MERGE
+        else (integrate_run, RunState.INTEGRATING, Event.INTEGRATE_FAILED))
+    try:
+        await step(context, job)
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        log.exception("%s failed", job.describe())
+        what = "merging the lanes" if job.kind is JobKind.MERGE else "the integrate step"
+        reason = (f"{what} failed ({type(error).__name__}); the runner's log has the details. "
+                  "/retry runs it again.")
+        await db(store.append_event, context.engine, job.run_id, "step_failed",
+                 {"job": job.kind.value, "error": f"{type(error).__name__}: {error}"[:2_000]})
+        await db(store.transition, context.engine, job.run_id, state.value, transition(state, event).value,
+                 error=reason)
+
+
+# --------------------------------------------------------------------------- reconcile
+
+
+async def reconcile(context: RunnerContext, run_id: int) -> bool:
+    """Do the next step of the run; whether anything changed. Safe to call again at any time."""
+    run = await db(store.get_run, context.engine, run_id)
+    if run is None:
+        raise LookupError(f"no run with id {run_id}")
+    if run.state == RunState.INTEGRATING:
+        await _recover_orphans(context, run_id)
+        await executor_for(context).run(integrate_job(run_id))
+        return True
+    if run.state != RunState.RUNNING:
+        return False
+    rt = await load_runtime(context, run_id)
+    changed = await _start_integration_branch(rt)
+    lanes = await db(store.lanes, context.engine, run_id) or await db(
+        store.create_lanes, context.engine, run_id, rt.graph.rounds())
+    if await _recover_orphans(context, run_id, lanes):
+        return True
+    states = {lane.unit_id: LaneState(lane.state) for lane in lanes}
+    decision = decide(rt.graph, states, rt.workflow.build.schedule, rt.workflow.build.max_lanes)
+    if decision.merge:
+        await executor_for(context).run(merge_job(run_id, decision.merge))
+        return True
+    if decision.start:
+        return await _start_lanes(rt, lanes, decision.start) or changed
+    if decision.complete:
+        return await _move(context, run, Event.LANES_MERGED)
+    if decision.stalled:
+        return await _move(context, run, Event.LANE_BLOCKED, error=blocked_reason(lanes))
+    return changed
+
+
+async def _move(context: RunnerContext, run: Run, event: Event, **fields: Any) -> bool:
+    target = transition(run.state, event)
+    return await db(store.transition, context.engine, run.id, run.state, target.value, **fields)
+
+
+async def _start_integration_branch(rt: Runtime) -> bool:
+    """Record the run's base (the default branch now) and push `lanebot/<issue>` there, once.
+
+    `runs.integration_branch` is set only after that push, so a crash in between pushes again.
+    """
+    run = rt.run
+    if run.integration_branch is not None:
+        return False
+    branch = integration_branch(run.issue_number)
+    await rt.mirror.fetch()
+    base = run.base_sha
+    if base is None:
+        base = await rt.mirror.resolve(rt.repository.default_branch)
+        await db(store.update_run, rt.engine, run.id, base_sha=base)
+    worktree = await add_worktree(rt.mirror, rt.worktree_path(INTEGRATION_WORKTREE), branch=branch, start=base)
+    try:
+        await worktree.push(branch, force=True)
+    finally:
+        await remove_worktree(rt.mirror, worktree.path)
+    await db(store.update_run, rt.engine, run.id, integration_branch=branch)
+    await db(store.append_event, rt.engine, run.id, "integration_branch", {"branch": branch, "base": base})
+    return True
+
+
+async def _start_lanes(rt: Runtime, lanes: Sequence[Lane], units: Sequence[str]) -> bool:
+    """Mark each lane running on its base (the integration branch as pushed now), then submit it."""
+    await rt.mirror.fetch()
+    pushed = await remote_sha(rt.mirror, integration_branch(rt.issue_number))
+    if pushed is None:
+        raise RuntimeError(f"the integration branch of run {rt.run.id} is missing from the remote")
+    by_unit = {lane.unit_id: lane for lane in lanes}
+    sessions = await db(store.sessions, rt.engine, rt.run.id)
+    started = False
+    for unit in units:
+        lane = by_unit[unit]
+        attempt = 1 + sum(1 for s in sessions if s.lane_id == lane.id and s.kind == "lane")
+        base = lane.base_sha or pushed
+        await db(store.append_event, rt.engine, rt.run.id, "lane_start", {"unit": unit, "attempt": attempt, "base": base})
+        if await db(store.set_lane_state, rt.engine, lane.id, "pending", "running", base_sha=base,
+                    branch=lane_branch(rt.issue_number, unit)):
+            await executor_for(rt.context).submit(lane_job(rt.run.id, unit, attempt))
+            started = True
+    return started
+
+
+def blocked_reason(lanes: Sequence[Lane]) -> str:
+    """Which lanes failed and why, one line each, for the run's `error`."""
+    lines = []
+    for lane in lanes:
+        if lane.state == "failed":
+            failure = LaneFailure.from_text(lane.failure) if lane.failure else None
+            lines.append(f"lane '{lane.unit_id}' failed: {failure.reason if failure else 'no reason recorded'}")
+    return "\n".join(lines) or "no lane can make progress"
+
+
+# --------------------------------------------------------------------------- lost work
+
+
+async def _recover_orphans(context: RunnerContext, run_id: int, lanes: Sequence[Lane] | None = None) -> bool:
+    """Sessions and lanes the database calls running but no job of this process holds (a previous
+    life of lanebot ran them): sessions `lost` (their processes stopped), lanes back to `pending`.
+    Only for an executor that runs every job in this process. Whether anything was recovered."""
+    executor = executor_for(context)
+    if not executor.local:
+        return False
+    active = executor.active(run_id)
+    lanes = lanes if lanes is not None else await db(store.lanes, context.engine, run_id)
+    held = {job.unit_id for job in active if job.kind is JobKind.LANE}
+    kinds_held = {job.kind for job in active}
+    lane_units = {lane.id: lane.unit_id for lane in lanes}
+    changed = False
+    for session in await db(store.running_sessions, context.engine, run_id):
+        if _held(session, lane_units, held, kinds_held):
+            continue
+        await stop_session_process(session)
+        changed |= await db(store.finish_session, context.engine, session.id, status="lost", counts_as_retry=False,
+                            failure="lanebot was not running it any more (restarted)")
+    for lane in lanes:
+        if lane.state == "running" and lane.unit_id not in held:
+            if await db(store.set_lane_state, context.engine, lane.id, "running", "pending"):
+                changed = True
+                await _close_lost_check(context, run_id, lane)
+    if changed:
+        await db(store.append_event, context.engine, run_id, "recovered", {"host": host_name()})
+    return changed
+
+
+async def _close_lost_check(context: RunnerContext, run_id: int, lane: Lane) -> None:
+    """The lost attempt's check run says so (best effort); the next attempt reports on its own."""
+    run = await db(store.get_run, context.engine, run_id)
+    if lane.check_run_id is None or run is None:
+        return
+    client = context.github.installation_client(run.installation_id, run.repository)
+    report = CheckReport("neutral", "this attempt was lost when lanebot restarted",
+                         f"Lane `{lane.unit_id}` runs again; its next attempt reports on its own check run.")
+    with contextlib.suppress(Exception):
+        await finish_check(client, run.repository, lane.check_run_id, report)
+
+
+def _held(session: AgentSession, lane_units: dict[int, str], held: set[str | None], kinds: set[JobKind]) -> bool:
+    if session.kind == "lane":
+        return lane_units.get(session.lane_id or -1) in held
+    if session.kind == "resolve":
+        return JobKind.MERGE in kinds
+    if session.kind in ("integrate", "verify"):
+        return JobKind.INTEGRATE in kinds
+    return True  # planner and review sessions are not the orchestrator's
+
+
+async def recover_run(context: RunnerContext, run_id: int) -> bool:
+    """Recover one run's lost sessions and lanes (see `reconcile`); whether anything changed."""
+    return await _recover_orphans(context, run_id)
+
+
+async def recover_runs(context: RunnerContext) -> list[int]:
+    """The start-up pass: recover every building run's lost work; the ids of the runs to `drive`."""
+    ids = []
+    for run in await db(store.unfinished_runs, context.engine):
+        if run.state in BUILDING:
+            await _recover_orphans(context, run.id)
+            ids.append(run.id)
+    return ids
+
+
+# --------------------------------------------------------------------------- drive
+
+
+_DRIVING: dict[tuple[int, int], asyncio.Task[Any]] = {}
+
+
+async def drive(context: RunnerContext, run_id: int) -> str:
+    """Reconcile the run until it rests (done, blocked, cancelled, ...); its state then.
+
+    One drive per run in this process: a second call while one runs returns at once (the first
+    one sees whatever the caller changed in the database at its next step).
+    """
+    key = (id(context.engine), run_id)
+    if key in _DRIVING:
+        run = await db(store.get_run, context.engine, run_id)
+        return run.state if run else "missing"
+    _DRIVING[key] = asyncio.current_task()  # type: ignore[assignment]
+    executor = executor_for(context)
+    progress = _Progress(context, run_id)
+    try:
+        run = await db(store.get_run, context.engine, run_id)
+        if run is None:
+            raise LookupError(f"no run with id {run_id}")
+        async with executor.run_slot(run.repository):
+            state = await _drive_loop(context, run_id, executor, progress)
+    except asyncio.CancelledError:
+        # lanebot is stopping: stop the run's jobs too; they resume at the next start.
+        progress.cancel()
+        await _shielded(executor.cancel_run(run_id))
+        raise
+    finally:
+        _DRIVING.pop(key, None)
+    await _tidy(context, run_id)
+    await progress.final()
+    return state
+
+
+async def _tidy(context: RunnerContext, run_id: int) -> None:
+    """The run rests: its integration worktree (kept between merge rounds) goes; branches stay."""
+    with contextlib.suppress(Exception):  # best effort: a later run of the issue replaces it anyway
+        await remove_integration_worktree(await load_runtime(context, run_id))
+
+
+async def _drive_loop(context: RunnerContext, run_id: int, executor: Executor, progress: _Progress) -> str:
+    while True:
+        generation = executor.generation(run_id)
+        changed = await reconcile(context, run_id)
+        run = await db(store.get_run, context.engine, run_id)
+        if run is None or run.state not in BUILDING:
+            return run.state if run else "missing"
+        if changed or executor.generation(run_id) != generation:
+            progress.changed()
+            continue
+        progress.flush_if_due()
+        await executor.wait(run_id, generation, progress.wait_hint(IDLE_POLL_S))
+        if executor.generation(run_id) != generation:
+            progress.changed()
+
+
+class _Progress:
+    """The run's progress comment and state label, edited at most once per interval.
+
+    Edits go out in the background, one after another, so talking to GitHub never holds up a
+    merge or a lane's start; `final` waits for them and makes the last edit.
+    """
+
+    def __init__(self, context: RunnerContext, run_id: int) -> None:
+        self.context = context
+        self.run_id = run_id
+        self.throttle = Throttle(getattr(context, "progress_interval_s", PROGRESS_INTERVAL_S))
+        self.labelled: str | None = None
+        self.edits: asyncio.Task[None] | None = None
+
+    def changed(self) -> None:
+        if self.throttle.should_edit(time.monotonic()):
+            self._edit_in_background()
+
+    def flush_if_due(self) -> None:
+        now = time.monotonic()
+        if self.throttle.pending and self.throttle.next_allowed(now) <= now and self.throttle.should_edit(now):
+            self._edit_in_background()
+
+    def wait_hint(self, idle: float) -> float:
+        if not self.throttle.pending:
+            return idle
+        now = time.monotonic()
+        return max(0.05, min(idle, self.throttle.next_allowed(now) - now))
+
+    async def final(self) -> None:
+        await self._settled()
+        await self.publish()
+
+    def cancel(self) -> None:
+        if self.edits is not None:
+            self.edits.cancel()
+
+    def _edit_in_background(self) -> None:
+        earlier = self.edits
+
+        async def edit() -> None:
+            if earlier is not None:
+                await asyncio.gather(earlier, return_exceptions=True)
+            await self.publish()
+
+        self.edits = asyncio.ensure_future(edit())
+
+    async def _settled(self) -> None:
+        if self.edits is not None:
+            await asyncio.gather(self.edits, return_exceptions=True)
+
+    async def publish(self) -> None:
+        try:
+            state = await publish_progress(self.context, self.run_id)
+            if state is not None and state != self.labelled:
+                run = await db(store.get_run, self.context.engine, self.run_id)
+                await follow_labels(self.context, run.repository, run.issue_number)
+                self.labelled = state
+        except Exception:
+            # GitHub being unwell must not stop the run; the next edit brings the comment up to date.
+            log.warning("could not update the progress of run %d", self.run_id, exc_info=True)
+
+
+async def publish_progress(context: RunnerContext, run_id: int) -> str | None:
+    """Write the run's progress comment (found by its marker, edited in place); the run's state."""
+    run = await db(store.get_run, context.engine, run_id)
+    lanes = await db(store.lanes, context.engine, run_id)
+    if run is None or not lanes:
+        return run.state if run else None
+    sessions = await db(store.sessions, context.engine, run_id)
+    views = await lane_views(context, run, lanes, sessions)
+    lane_sessions = [s for s in sessions if s.kind == "lane"]
+    starts = [s.started_at for s in lane_sessions]
+    ends = [lane.merged_at for lane in lanes if lane.merged_at]
+    finished = run.state not in BUILDING and ends
+    wall_clock = ((max(ends) if finished else utc_now()) - min(starts)).total_seconds() if starts else None
+    body = render_progress(
+        run.id, run.state, views, wall_clock_s=max(0.0, wall_clock) if wall_clock is not None else None,
+        sum_of_lanes_s=session_seconds(lane_sessions),
+        blocked_reason=run.error if run.state == RunState.BLOCKED else None, now=utc_now())
+    client = context.github.installation_client(run.installation_id, run.repository)
+    comment = await post_or_update_marked_comment(client, run.repository, run.issue_number, body,
+                                                  marker=marker("progress", run.id))
+    if run.progress_comment_id != comment["id"]:
+        await db(store.update_run, context.engine, run.id, progress_comment_id=comment["id"])
+    return run.state
+
+
+async def _plan_titles(context: RunnerContext, run: Run) -> dict[str, str]:
+    from bot.runner.plan import stored_graph
+
+    plan = (await db(store.get_plan, context.engine, run.id, run.approved_revision) if run.approved_revision
+            else await db(store.latest_plan, context.engine, run.id))
+    return {unit.id: unit.title for unit in stored_graph(plan.units_jsonl)} if plan else {}
+
+
+async def lane_views(context: RunnerContext, run: Run, lanes: Sequence[Lane] | None = None,
+                     sessions: Sequence[AgentSession] | None = None) -> list[LaneView]:
+    """How the run's lanes look to people: the progress comment and `/status` both show these."""
+    lanes = lanes if lanes is not None else await db(store.lanes, context.engine, run.id)
+    sessions = sessions if sessions is not None else await db(store.sessions, context.engine, run.id)
+    titles = await _plan_titles(context, run)
+    return [_lane_view(run, lane, titles, sessions) for lane in lanes]
+
+
+def _lane_view(run: Run, lane: Lane, titles: dict[str, str], sessions: Sequence[AgentSession]) -> LaneView:
+    attempts = sum(1 for s in sessions if s.lane_id == lane.id and s.kind == "lane")
+    failure = LaneFailure.from_text(lane.failure).describe() if lane.failure else None
+    finished: datetime | None = lane.finished_at if lane.state in ("finished", "merged", "failed") else None
+    return LaneView(unit_id=lane.unit_id, title=titles.get(lane.unit_id, lane.unit_id), state=lane.state,
+                    round=max(0, lane.round - 1), attempts=attempts, started_at=lane.started_at,
+                    finished_at=finished, branch=lane.branch or lane_branch(run.issue_number, lane.unit_id),
+                    failure=failure)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+async def cancel(context: RunnerContext, run_id: int) -> str:
+    """`/cancel`: mark the run cancelled (unless it is already), stop its jobs and their agents'
+    process groups, and fail its running lanes as cancelled. Branches and transcripts stay.
+
+    Raises InvalidTransition when the run is in a state that cannot be cancelled (done, ...).
+    """
+    engine = context.engine
+    while True:
+        run = await db(store.get_run, engine, run_id)
+        if run is None:
+            raise LookupError(f"no run with id {run_id}")
+        if run.state == RunState.CANCELLED or await _move(context, run, Event.CANCEL):
+            break
+    await executor_for(context).cancel_run(run_id)
+    for session in await db(store.running_sessions, engine, run_id):
+        await stop_session_process(session)
+        await db(store.finish_session, engine, session.id, status="cancelled", failure="stopped by /cancel")
+    cancelled = LaneFailure(FailureKind.CANCELLED, "stopped by /cancel").to_text()
+    for lane in await db(store.lanes, engine, run_id):
+        if lane.state == "running":
+            await db(store.set_lane_state, engine, lane.id, "running", "failed", failure=cancelled)
+    await _Progress(context, run_id).final()
+    return RunState.CANCELLED.value
+
+
+async def retry(context: RunnerContext, run_id: int, unit: str | None = None) -> str:
+    """`/retry [unit]`: give a blocked run's failed lane `unit` (None: every failed lane) a fresh
+    set of attempts, its last failure in its prompt, then drive the run; its state when it rests.
+
+    A lane that failed to merge is cut again from the integration branch as it is now. A run
+    blocked by the integrate step (no lane failed) runs that step again. Raises InvalidTransition
+    when the run is not blocked, ValueError when `unit` names no failed lane.
+    """
+    engine = context.engine
+    run = await db(store.get_run, engine, run_id)
+    if run is None:
+        raise LookupError(f"no run with id {run_id}")
+    target = transition(run.state, Event.RETRY)
+    lanes = await db(store.lanes, engine, run_id)
+    chosen = _lanes_to_retry(lanes, unit)
+    await db(store.append_event, engine, run_id, "retry", {"units": [lane.unit_id for lane in chosen]})
+    for lane in chosen:
+        failure = LaneFailure.from_text(lane.failure) if lane.failure else None
+        base = None if failure is not None and failure.kind is FailureKind.CONFLICT else lane.base_sha
+        await db(store.set_lane_state, engine, lane.id, "failed", "pending", attempts_used=0, base_sha=base)
+    if not await db(store.transition, engine, run_id, run.state, target.value, error=None):
+        raise InvalidTransition(RunState((await db(store.get_run, engine, run_id)).state), Event.RETRY)
+    return await drive(context, run_id)
+
+
+def _lanes_to_retry(lanes: Sequence[Lane], unit: str | None) -> list[Lane]:
+    failed = [lane for lane in lanes if lane.state == "failed"]
+    if unit is None:
+        return failed
+    named = [lane for lane in lanes if lane.unit_id == unit]
+    failed_ids = ", ".join(lane.unit_id for lane in failed) or "none"
+    if not named:
+        known = ", ".join(lane.unit_id for lane in lanes) or "none"
+        raise ValueError(f"this run has no lane {unit!r} (its lanes: {known}); failed lanes: {failed_ids}")
+    if named[0].state != "failed":
+        raise ValueError(f"lane {unit!r} is {named[0].state}, not failed; failed lanes: {failed_ids}")
+    return named
+
+
+async def _shielded(work: Any) -> None:
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task

@@ -1,0 +1,396 @@
+"""The plan step: take a run in `planning` to a gate comment, or to `failed` with every reason.
+
+It runs in the background (`bot.runner.jobs.Jobs.plan`), never in the dispatcher, and is safe to run
+again: it does nothing unless the run is in `planning`, and every comment it writes is found
+again by its hidden marker before a new one is made.
+
+1. Load the repository's workflow (its `.github/lanebot.yml` chain over the defaults, read with an
+   installation-wide client so the owner's `.github` repository is visible); create the labels
+   lanebot uses if the repository lacks them; show `lanebot:planning` on the issue.
+2. Fetch the default branch into the repository's mirror under `settings.workdir` (the remote is
+   the repository's `clone_url`; the installation token reaches git through its environment only)
+   and list its tracked paths.
+3. Take the plan from a hand-written `lanebot-plan` block (in the `/plan` or `/replan` comment, or
+   for `/plan` and the label, in the issue body) with no agent session; otherwise run the
+   workflow's plan agent read-only in a fresh detached checkout, removed afterwards. A `/replan`
+   gives the planner the maintainer's feedback and the plan being replaced.
+4. Valid: store the plan as the run's next revision, move the run to `awaiting_approval`
+   (compare-and-set), post the gate comment and mark the previous revision's gate comment
+   superseded. Invalid: move the run to `failed` and post every reason. Labels follow.
+
+What started the plan is stored as a run event (`record_plan_request`), so a run left in
+`planning` by a restart is planned again with the same request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from anyio import to_thread
+from gidgethub.abc import GitHubAPI
+from sqlalchemy.engine import Engine
+from sqlmodel import col, select
+
+from bot.core.text import COMMENT_LIMIT, Escaped, code_span, markdown_text, marker, parse_marker, shorten
+from bot.render.gate import render_gate, render_superseded
+from bot.render.answers import render_plan_failed
+from bot.edges.agents import Agent, AgentConfigError, make_agent
+from bot.core.commands import COMMANDS
+from bot.edges.git import Credentials, Mirror
+from bot.runner.repository_workflow import load_repository_workflow
+from bot.edges.github.issues import (
+    ensure_labels,
+    get_comment,
+    list_comments,
+    post_or_update_marked_comment,
+    set_state_label,
+    split_repository,
+    update_comment,
+)
+from bot.core.graph import Graph, Unit, parse_units
+from bot.core.lifecycle import Event, RunState, available_actions, transition
+from bot.core.plans import CommentText, IssueText, PlanOutcome, extract_hand_plan, plan_from_hand
+from bot.runner.plan_session import plan_issue
+from bot.runner.sessions import RecordedAgent, abandon_running, host_name
+from bot.edges.store import runs
+from bot.edges.store.db import session
+from bot.edges.store.models import Run
+from bot.core.workflow import Workflow, WorkflowError
+from bot.runner.context import RunnerContext
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "PLAN_REQUESTED",
+    "PlanRequest",
+    "follow_labels",
+    "issue_run",
+    "latest_plan_request",
+    "plan_run",
+    "publish_gate",
+    "record_plan_request",
+    "stored_graph",
+]
+
+PLAN_REQUESTED = "plan_requested"  # the run event that says what asked for the next plan
+_PROBLEMS_SHOWN = 50
+_ERROR_CHARS = 2_000
+
+
+# --------------------------------------------------------------------------- the request
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What asked for a plan: `/plan [notes]`, `/replan <feedback>`, or the trigger label."""
+
+    kind: Literal["plan", "replan"]
+    by: str  # the login that asked
+    text: str = ""  # the asking comment's body, where a hand-written plan may be ("" for the label)
+    notes: str | None = None  # /plan's notes or /replan's feedback: a maintainer's words for the planner
+    comment_id: int | None = None
+
+
+def record_plan_request(engine: Engine, run_id: int, request: PlanRequest) -> None:
+    """Store what asked for the run's next plan, before the plan job is started."""
+    runs.append_event(engine, run_id, PLAN_REQUESTED, asdict(request))
+
+
+def latest_plan_request(engine: Engine, run_id: int, requested_by: str) -> PlanRequest:
+    """The last request stored for the run (a plain `/plan` by `requested_by` when none was)."""
+    events = [event for event in runs.run_events(engine, run_id) if event.kind == PLAN_REQUESTED]
+    if not events:
+        return PlanRequest(kind="plan", by=requested_by)
+    return PlanRequest(**events[-1].payload())
+
+
+def issue_run(engine: Engine, repository: str, issue_number: int) -> Run | None:
+    """The issue's newest run, finished or not (None when it never had one)."""
+    query = (
+        select(Run)
+        .where(Run.repository == repository, Run.issue_number == issue_number)
+        .order_by(col(Run.id).desc())
+        .limit(1)
+    )
+    with session(engine) as db:
+        return db.exec(query).first()
+
+
+def stored_graph(units_jsonl: str) -> Graph:
+    """The graph of a plan revision as stored (it was validated before it was stored)."""
+    return Graph(tuple(Unit.from_json(item) for item in parse_units(units_jsonl)))  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- the step
+
+
+async def plan_run(context: RunnerContext, run_id: int) -> None:
+    """Plan run `run_id` if it is in `planning`; afterwards it is awaiting approval or failed.
+
+    A cancellation (shutdown, `/cancel`) leaves the run as it is: a restart plans it again.
+    """
+    run = await to_thread.run_sync(runs.get_run, context.engine, run_id)
+    if run is None or run.state != RunState.PLANNING:
+        return
+    try:
+        await _plan(context, run)
+    except asyncio.CancelledError:
+        raise
+    except WorkflowError as error:
+        await _fail_setup(context, run, "its lanebot settings are not valid", error.problems)
+    except Exception as error:
+        log.exception("planning run %d of %s#%d failed", run.id, run.repository, run.issue_number)
+        await _fail_setup(context, run, "an internal error stopped it", (), internal=error)
+
+
+async def _plan(context: RunnerContext, run: Run) -> None:
+    owner, name = split_repository(run.repository)
+    workflow = await load_repository_workflow(context.github.installation_client(run.installation_id, None), owner, name)
+    client = _client(context, run)
+    await ensure_labels(client, run.repository, workflow.trigger.label)
+    await follow_labels(context, run.repository, run.issue_number)
+
+    request = await to_thread.run_sync(latest_plan_request, context.engine, run.id, run.requested_by)
+    issue = await read_issue(client, run.repository, run.issue_number)
+    mirror, base_sha, tracked = await _default_branch(context, run, client)
+    hand_plan = _hand_plan(request, issue)
+    if hand_plan is not None:
+        outcome = await to_thread.run_sync(lambda: plan_from_hand(hand_plan, workflow=workflow, tracked_paths=tracked))
+    else:
+        previous = await to_thread.run_sync(runs.latest_plan, context.engine, run.id) if request.kind == "replan" else None
+        outcome = await _run_planner(
+            context, run, workflow, mirror, base_sha, tracked, issue, request,
+            previous.units_jsonl if previous else None,
+        )
+    await to_thread.run_sync(runs.append_event, context.engine, run.id, "planned", _outcome_summary(outcome, base_sha))
+    if outcome.ok:
+        await _accept(context, run, workflow, outcome, request)
+    else:
+        await _fail(context, run, outcome)
+
+
+async def _default_branch(context: RunnerContext, run: Run, client: GitHubAPI) -> tuple[Mirror, str, list[str]]:
+    """The repository's mirror, fetched; the sha of its default branch; that tree's paths."""
+    owner, name = split_repository(run.repository)
+    repository = await client.getitem("/repos/{owner}/{repo}", {"owner": owner, "repo": name})
+    mirror = Mirror(context.settings.workdir, run.repository, repository["clone_url"], _token_provider(context, run))
+    await mirror.fetch()
+    base_sha = await mirror.resolve(repository["default_branch"])
+    return mirror, base_sha, await mirror.tracked_paths(base_sha)
+
+
+def _hand_plan(request: PlanRequest, issue: IssueText) -> str | None:
+    """A `lanebot-plan` block in the asking comment, else (for a new plan only) in the issue body.
+
+    A `/replan` asks for a different plan, so the issue body's block is not taken again.
+    """
+    found = extract_hand_plan(request.text) if request.text else None
+    if found is None and request.kind == "plan":
+        found = extract_hand_plan(issue.body)
+    return found
+
+
+async def _run_planner(
+    context: RunnerContext,
+    run: Run,
+    workflow: Workflow,
+    mirror: Mirror,
+    base_sha: str,
+    tracked: Sequence[str],
+    issue: IssueText,
+    request: PlanRequest,
+    previous_plan: str | None,
+) -> PlanOutcome:
+    owner, name = split_repository(run.repository)
+    workdir = Path(context.settings.workdir)
+    checkout = workdir / "checkouts" / owner / f"{name}-run-{run.id}-plan"
+    transcripts = workdir / "transcripts" / owner / name / f"run-{run.id}" / f"plan-{run.plan_revision + 1}"
+    await abandon_running(context.engine, run.id, ("plan",), "lanebot stopped while it ran; the run is planned again")
+    await mirror.checkout(checkout, base_sha)
+    try:
+        return await plan_issue(
+            issue=issue, workflow=workflow, checkout=checkout, tracked_paths=tracked,
+            transcripts_dir=transcripts, feedback=request.notes, previous_plan=previous_plan,
+            agent=_recorded_planner(context, run, workflow),
+        )
+    finally:
+        await mirror.remove_worktree(checkout)
+
+
+def _recorded_planner(context: RunnerContext, run: Run, workflow: Workflow) -> Agent | None:
+    """The plan agent, each session a row of the run; None when it cannot be made (plan_issue says why)."""
+    try:
+        agent = make_agent(workflow.plan.agent, getattr(workflow.agents, workflow.plan.agent))
+    except AgentConfigError:
+        return None
+    return RecordedAgent(agent, context.engine, run_id=run.id, kind="plan", host=host_name())
+
+
+def _outcome_summary(outcome: PlanOutcome, base_sha: str) -> dict[str, Any]:
+    return {
+        "source": outcome.source,
+        "ok": outcome.ok,
+        "base_sha": base_sha,
+        "attempts": [{"attempt": a.attempt, "reasons": list(a.reasons)} for a in outcome.attempts],
+    }
+
+
+async def _accept(context: RunnerContext, run: Run, workflow: Workflow, outcome: PlanOutcome, request: PlanRequest) -> None:
+    assert outcome.units_jsonl is not None
+    plan = await to_thread.run_sync(
+        lambda: runs.add_plan(context.engine, run.id, units_jsonl=outcome.units_jsonl, source=outcome.source,
+                              feedback=request.notes)
+    )
+    target = transition(RunState.PLANNING, Event.PLAN_READY)
+    moved = await to_thread.run_sync(runs.transition, context.engine, run.id, RunState.PLANNING.value, target.value)
+    if not moved:
+        await to_thread.run_sync(runs.append_event, context.engine, run.id, "plan_discarded",
+                                 {"revision": plan.revision, "why": "the run left planning while the plan was made"})
+        return
+    await publish_gate(context, run.id, workflow=workflow)
+    await follow_labels(context, run.repository, run.issue_number)
+
+
+async def publish_gate(context: RunnerContext, run_id: int, *, workflow: Workflow | None = None) -> None:
+    """Post (or bring up to date) the gate comment of the run's latest plan revision, and mark the
+    previous revision's gate comment superseded. Idempotent: comments are found by their marker."""
+    run = await to_thread.run_sync(runs.get_run, context.engine, run_id)
+    plan = await to_thread.run_sync(runs.latest_plan, context.engine, run_id)
+    if run is None or plan is None:
+        return
+    if workflow is None:
+        owner, name = split_repository(run.repository)
+        workflow = await load_repository_workflow(
+            context.github.installation_client(run.installation_id, None), owner, name)
+    body = render_gate(
+        run_id=run.id, revision=plan.revision, graph=stored_graph(plan.units_jsonl),
+        budget=workflow.session_budget(), state=RunState.AWAITING_APPROVAL, issue_number=run.issue_number,
+        repository=run.repository, plan_source=plan.source, schedule=workflow.build.schedule,
+        max_lanes=workflow.build.max_lanes,
+    )
+    client = _client(context, run)
+    gate = await post_or_update_marked_comment(
+        client, run.repository, run.issue_number, body, marker=marker("gate", run.id, rev=plan.revision))
+    previous = run.gate_comment_id
+    if previous is not None and previous != gate["id"]:
+        await _supersede(client, run.repository, previous, plan.revision)
+    if previous != gate["id"]:
+        await to_thread.run_sync(lambda: runs.update_run(context.engine, run.id, gate_comment_id=gate["id"]))
+
+
+async def _supersede(client: GitHubAPI, repository: str, comment_id: int, revision: int) -> None:
+    old = await get_comment(client, repository, comment_id)
+    if old is None:
+        return  # someone deleted it: nothing left to mark
+    fields = parse_marker(old.get("body") or "")
+    if not fields or fields.get("kind") != "gate" or not isinstance(fields.get("rev"), int) or fields["rev"] >= revision:
+        return
+    body = render_superseded(old["body"], revision)
+    if body != old["body"]:
+        await update_comment(client, repository, comment_id, body)
+
+
+async def _fail(context: RunnerContext, run: Run, outcome: PlanOutcome) -> None:
+    problems = outcome.problems
+    summary = "; ".join(problems) or "the planner produced no plan"
+    body = render_plan_failed(problems, max(len(outcome.attempts), 1), marker_text=marker("plan-failed", run.id))
+    await _end_failed(context, run, summary, body)
+
+
+async def _fail_setup(
+    context: RunnerContext, run: Run, why: str, problems: Sequence[str], *, internal: BaseException | None = None
+) -> None:
+    """Fail the run for something other than the plan itself: settings, or an internal error.
+
+    An internal error's details (paths, git's output) go to the run's row and the log, not to
+    the issue, which anyone may read.
+    """
+    detail = f"{type(internal).__name__}: {internal}" if internal is not None else "; ".join(problems)
+    if internal is not None:
+        shown, advice = [f"{type(internal).__name__} (the details are in lanebot's log)"], "Try again"
+    else:
+        shown, advice = list(problems), "Fix this, then try again"
+    body = _render_setup_failure(run.id, why, shown, advice)
+    await _end_failed(context, run, f"{why}: {detail}"[:_ERROR_CHARS], body)
+
+
+async def _end_failed(context: RunnerContext, run: Run, error: str, body: str) -> None:
+    target = transition(RunState.PLANNING, Event.PLAN_FAILED)
+    moved = await to_thread.run_sync(
+        lambda: runs.transition(context.engine, run.id, RunState.PLANNING.value, target.value, error=error))
+    if not moved:
+        return
+    client = _client(context, run)
+    await post_or_update_marked_comment(
+        client, run.repository, run.issue_number, body, marker=marker("plan-failed", run.id))
+    await follow_labels(context, run.repository, run.issue_number)
+
+
+def _render_setup_failure(run_id: int, why: str, problems: Sequence[str], advice: str) -> str:
+    items = [f"- {markdown_text(shorten(problem, 1_000))}" for problem in problems[:_PROBLEMS_SHOWN]]
+    if len(problems) > _PROBLEMS_SHOWN:
+        items.append(f"- … and {len(problems) - _PROBLEMS_SHOWN} more")
+    valid_now = ", ".join(code_span(COMMANDS[name].usage) for name in available_actions(RunState.FAILED))
+    text = (
+        f"{marker('plan-failed', run_id)}\n"
+        f"**lanebot could not plan this issue**: {markdown_text(why)}; the run has failed.\n\n"
+        + "\n".join(items)
+        + f"\n\n{advice} with `/plan [notes]`. Valid now: {Escaped(valid_now)}.\n"
+    )
+    return shorten(text, COMMENT_LIMIT)
+
+
+# --------------------------------------------------------------------------- issue text and labels
+
+
+async def read_issue(client: GitHubAPI, repository: str, issue_number: int) -> IssueText:
+    """The issue's title, body and comments as the planner sees them (lanebot's own left out)."""
+    owner, name = split_repository(repository)
+    issue = await client.getitem(
+        "/repos/{owner}/{repo}/issues/{issue_number}", {"owner": owner, "repo": name, "issue_number": issue_number})
+    comments = [
+        CommentText(author=(comment.get("user") or {}).get("login", ""), body=comment.get("body") or "")
+        for comment in await list_comments(client, repository, issue_number)
+        if not is_lanebot_comment(comment)
+    ]
+    return IssueText(number=issue_number, title=issue.get("title") or "", body=issue.get("body") or "",
+                     comments=tuple(comments))
+
+
+def is_lanebot_comment(comment: dict[str, Any]) -> bool:
+    """A comment written by a bot account that starts with one of lanebot's markers."""
+    user = comment.get("user") or {}
+    return user.get("type") == "Bot" and parse_marker(comment.get("body") or "") is not None
+
+
+async def follow_labels(context: RunnerContext, repository: str, issue_number: int) -> None:
+    """Make the issue's state label show the state of its newest run, as the database holds it now.
+
+    Reading the state inside a per-issue lock makes concurrent callers converge on the latest
+    state, whatever order they finish in.
+    """
+    jobs = context.jobs
+    lock = jobs.issue_lock(repository, issue_number) if jobs is not None else contextlib.nullcontext()
+    async with lock:
+        run = await to_thread.run_sync(issue_run, context.engine, repository, issue_number)
+        if run is None:
+            return
+        await set_state_label(_client(context, run), repository, issue_number, run.state)
+
+
+def _client(context: RunnerContext, run: Run) -> GitHubAPI:
+    return context.github.installation_client(run.installation_id, run.repository)
+
+
+def _token_provider(context: RunnerContext, run: Run):
+    async def credentials() -> Credentials:
+        return Credentials(token=await context.github.tokens.token(run.installation_id, run.repository))
+
+    return credentials
+

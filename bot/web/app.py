@@ -1,0 +1,151 @@
+"""The web application: the webhook intake, the health check and the App set-up pages.
+
+`create_app(settings)` builds it; uvicorn can also import `bot.web.app:app`, built from the
+environment on first access. Start-up migrates the database, starts the dispatcher (whose first
+pass takes whatever was stored but not processed before a restart) and, with
+LANEBOT_RECOVER_DELIVERIES=1, asks GitHub once for the deliveries it failed to make. Shutdown
+stops the intake's writer (bot/web/intake.py) first, so that every delivery handed to it is
+answered, and then the dispatcher.
+Background work (planning, building) runs in `bot.runner.jobs.Jobs`, which resumes unfinished runs at
+start-up and is stopped after the dispatcher.
+`create_setup_app()` serves only the set-up pages, for `lanebot setup` before the App exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from anyio import to_thread
+from gidgethub import routing
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from bot import __version__
+from bot.web import registration as setup, intake as webhooks
+from bot.web.dispatcher import Dispatcher, HandlerContext
+from bot.edges.github.client import GitHubApp
+from bot.runner.jobs import Jobs
+from bot.web.recovery import recover
+from bot.edges.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, Settings
+from bot.edges.store import db, deliveries
+
+log = logging.getLogger(__name__)
+
+STARTUP_RECOVERY_WINDOW = timedelta(hours=24)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    engine: Any = None,
+    github: GitHubApp | None = None,
+    router: routing.Router | None = None,
+    env_file: str | Path = ".env",
+) -> Starlette:
+    """The lanebot web app for `settings`; `engine`, `github` and `router` replace the defaults."""
+    owns_engine = engine is None
+    engine = engine if engine is not None else db.make_engine(settings.database_url)
+    owns_github = github is None
+    github = github if github is not None else GitHubApp(settings)
+    if router is None:
+        from bot.web.handlers import router as all_handlers
+
+        router = all_handlers
+    jobs = Jobs(HandlerContext(engine=engine, github=github, settings=settings))
+    dispatcher = Dispatcher(engine, router, jobs.context)
+    writer = webhooks.DeliveryWriter(engine, dispatcher.wake)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        await to_thread.run_sync(db.migrate, engine)
+        await jobs.resume()
+        dispatcher.start()
+        writer.start()
+        recovery = asyncio.create_task(_recover_at_startup(github, engine)) if settings.recover_deliveries else None
+        log.info("lanebot %s receiving webhooks at %s", __version__, settings.webhook_path)
+        try:
+            yield
+        finally:
+            await writer.stop()
+            if recovery is not None:
+                recovery.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await recovery
+            await dispatcher.stop()
+            await jobs.stop()
+            if owns_github:
+                await github.aclose()
+            if owns_engine:
+                engine.dispose()
+
+    setup_config = setup.SetupConfig(
+        env_path=Path(env_file), github_api_url=settings.github_api_url,
+        webhook_path=settings.webhook_path, configured_app_id=settings.app_id,
+    )
+    routes = [
+        Route(settings.webhook_path, webhooks.make_endpoint(writer, settings.webhook_secret),
+              methods=["POST"]),
+        Route("/healthz", _health_endpoint(engine), methods=["GET"]),
+        *setup.routes(setup_config),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.github = github
+    app.state.dispatcher = dispatcher
+    app.state.writer = writer
+    app.state.jobs = jobs
+    return app
+
+
+def create_setup_app(
+    *,
+    env_file: str | Path = ".env",
+    github_api_url: str = DEFAULT_API_URL,
+    webhook_path: str = DEFAULT_WEBHOOK_PATH,
+) -> Starlette:
+    """Only the set-up pages: needs no App settings, writes them to `env_file`."""
+    config = setup.SetupConfig(env_path=Path(env_file), github_api_url=github_api_url, webhook_path=webhook_path)
+    return Starlette(routes=setup.routes(config))
+
+
+def _health_endpoint(engine: Any) -> Any:
+    async def healthz(_request: Request) -> JSONResponse:
+        try:
+            waiting = await run_in_threadpool(deliveries.waiting_count, engine)
+        except Exception as error:  # any failure to query is "not reachable" to a load balancer
+            log.warning("health check: the database is not reachable (%s)", type(error).__name__)
+            return JSONResponse({"status": "unavailable", "version": __version__, "database": "unreachable",
+                                 "error": type(error).__name__}, status_code=503)
+        return JSONResponse({"status": "ok", "version": __version__, "database": "reachable",
+                             "deliveries_waiting": waiting})
+
+    return healthz
+
+
+async def _recover_at_startup(github: GitHubApp, engine: Any) -> None:
+    try:
+        await recover(github, engine, STARTUP_RECOVERY_WINDOW)
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        log.warning("start-up recovery of missed deliveries failed (%s: %s); run `lanebot deliveries recover`",
+                    type(error).__name__, error)
+
+
+def __getattr__(name: str) -> Any:
+    # `uvicorn bot.web.app:app` reads the settings only when it asks for the app, not at import.
+    if name == "app":
+        application = create_app(Settings.load())
+        globals()["app"] = application
+        return application
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,429 @@
+"""The webhook intake: prove a delivery came from GitHub, store it, answer at once.
+
+GitHub waits 10 seconds for a 2xx and never redelivers by itself, so the intake does no work
+beyond verifying and storing: the dispatcher (bot/web/dispatcher.py) handles the stored delivery
+after the answer has gone. A delivery that got a 2xx is in the database.
+
+Storing is a group commit. Each request hands its verified delivery to the app's one
+`DeliveryWriter` and waits. The writer takes every delivery waiting, INSERTs them in arrival
+order in one transaction, in one hop to a worker thread, and commits once: the batch shares
+the thread hop and the commit's fsync (SQLite stays at synchronous=FULL). Each request is
+answered after the batch holding it committed. A delivery that arrives while nothing is being
+written is written at once; the ones that arrive during a write make the next batch. If a
+batch fails, its deliveries are written one by one, so a bad one fails only its own request.
+
+Answers, each with a JSON body whose `message` says what was wrong:
+  202 stored · 200 already stored (a redelivery) · 400 malformed · 401 unsigned or wrongly
+  signed · 413 over GitHub's 25 MB payload cap · 500 not stored (the cause is in the log) ·
+  503 lanebot is shutting down.
+The body and the signature are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import urllib.parse
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from email.message import Message
+from typing import Any, AsyncIterator, Callable
+
+import gidgethub
+from anyio import to_thread
+from gidgethub import sansio
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from bot.edges.store import deliveries
+
+log = logging.getLogger(__name__)
+
+# GitHub caps webhook payloads at 25 MB and drops larger ones; anything bigger is not GitHub.
+MAX_BODY_BYTES = 25 * 1024 * 1024
+
+SUPPORTED_CONTENT_TYPES = ("application/json", "application/x-www-form-urlencoded")
+
+# The most deliveries one transaction takes: it bounds how long a batch holds SQLite's write
+# lock, which the dispatcher also needs. At 64 connections flat out a batch held a median of
+# about 30; a cap of 16 made more commits and was slower (docs/benchmarks.md, table 9).
+MAX_BATCH_SIZE = 64
+# How long stopping waits for the deliveries already handed to the writer to be stored.
+STOP_GRACE_SECONDS = 10.0
+
+# Only these reach gidgethub: it accepts the sha1 `X-Hub-Signature` when the sha256 one is
+# absent, and lanebot requires sha256.
+_VERIFIED_HEADERS = ("content-type", "x-hub-signature-256", "x-github-event", "x-github-delivery")
+
+
+class IntakeError(Exception):
+    """A delivery refused or not stored: the HTTP status and what was wrong."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class VerifiedDelivery:
+    """A delivery whose signature checked out, with what the store keeps of it."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+    installation_id: int | None
+    repository: str | None
+    payload: bytes
+
+
+# -- pure: headers and body to a verified delivery ------------------------------------------
+
+
+def verify(headers: Any, body: bytes, secret: str) -> VerifiedDelivery:
+    """Check the signature and shape of a delivery; raise IntakeError saying what is wrong.
+
+    `headers` is any mapping with case-insensitive `get` (Starlette's Headers).
+    """
+    for_gidgethub = {name: headers[name] for name in _VERIFIED_HEADERS if headers.get(name)}
+    try:
+        event = sansio.Event.from_http(for_gidgethub, body, secret=secret)
+    except gidgethub.ValidationFailure:
+        raise IntakeError(401, _signature_problem(for_gidgethub)) from None
+    except KeyError as missing:
+        header = _header_title(missing.args[0])
+        raise IntakeError(400, f"the {header} header is missing; GitHub sends it with every delivery") from None
+    except (gidgethub.BadRequest, LookupError):  # LookupError: a charset Python does not know
+        raise IntakeError(400, describe_undecodable_body(for_gidgethub.get("content-type"), body)) from None
+    if not isinstance(event.data, dict):
+        raise IntakeError(400, f"the payload is JSON but not an object (got {type(event.data).__name__}); "
+                               "GitHub sends a JSON object")
+    return VerifiedDelivery(
+        delivery_id=event.delivery_id,
+        event=event.event,
+        action=_text_or_none(event.data.get("action")),
+        installation_id=_installation_id(event.data),
+        repository=_repository_full_name(event.data),
+        payload=payload_bytes(for_gidgethub["content-type"], body),
+    )
+
+
+def payload_bytes(content_type: str, body: bytes) -> bytes:
+    """The JSON payload as stored: the body itself, or a form body's `payload` field."""
+    media_type, charset = _media_type(content_type)
+    if media_type == "application/x-www-form-urlencoded":
+        fields = urllib.parse.parse_qs(body.decode(charset))
+        return fields["payload"][0].encode("utf-8")
+    return body
+
+
+def describe_undecodable_body(content_type: str | None, body: bytes) -> str:
+    """Say why a correctly signed body could not be read as a webhook payload."""
+    if not content_type:
+        return "the Content-Type header is missing; send application/json"
+    media_type, charset = _media_type(content_type)
+    if media_type not in SUPPORTED_CONTENT_TYPES:
+        return (f"unsupported content type {media_type!r}; set the webhook's content type "
+                "to application/json (or application/x-www-form-urlencoded)")
+    if not body:
+        return "the body is empty; a delivery carries a JSON object"
+    try:
+        text = body.decode(charset)
+    except (UnicodeDecodeError, LookupError):
+        return f"the body is not valid {charset} text"
+    if media_type == "application/x-www-form-urlencoded":
+        fields = urllib.parse.parse_qs(text)
+        if "payload" not in fields:
+            return "the form body has no 'payload' field"
+        text = fields["payload"][0]
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        return f"the payload is not valid JSON: {error}"
+    return "the body could not be decoded as a webhook payload"
+
+
+def _signature_problem(headers: dict[str, str]) -> str:
+    if "x-hub-signature-256" not in headers:
+        return "the X-Hub-Signature-256 header is missing; lanebot accepts only sha256-signed deliveries"
+    if not headers["x-hub-signature-256"].startswith("sha256="):
+        return "the X-Hub-Signature-256 header does not start with 'sha256='"
+    return "the signature does not match the body; check that WEBHOOK_SECRET is the App's webhook secret"
+
+
+def _header_title(name: str) -> str:
+    titles = {"x-github-event": "X-GitHub-Event", "x-github-delivery": "X-GitHub-Delivery",
+              "content-type": "Content-Type"}
+    return titles.get(name, name)
+
+
+def _media_type(content_type: str) -> tuple[str, str]:
+    message = Message()
+    message["content-type"] = content_type
+    return message.get_content_type(), str(message.get_param("charset") or "utf-8")
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _installation_id(payload: dict[str, Any]) -> int | None:
+    installation = payload.get("installation")
+    if isinstance(installation, dict) and isinstance(installation.get("id"), int):
+        return installation["id"]
+    return None
+
+
+def _repository_full_name(payload: dict[str, Any]) -> str | None:
+    repository = payload.get("repository")
+    if isinstance(repository, dict):
+        return _text_or_none(repository.get("full_name"))
+    return None
+
+
+# -- the edge: reading the request ------------------------------------------------------------
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed `limit`."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise IntakeError(400, f"the Content-Length header is not a number: {declared!r}")
+        if int(declared) > limit:
+            raise IntakeError(413, _too_large(limit))
+    return await _read_at_most(request.stream(), limit)
+
+
+async def _read_at_most(chunks: AsyncIterator[bytes], limit: int) -> bytes:
+    received = bytearray()
+    async for chunk in chunks:
+        received += chunk
+        if len(received) > limit:
+            raise IntakeError(413, _too_large(limit))
+    return bytes(received)
+
+
+def _too_large(limit: int) -> str:
+    return f"the body is larger than {limit // (1024 * 1024)} MB, GitHub's cap on webhook payloads"
+
+
+# -- the edge: storing, a batch per commit ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """A delivery handed to the writer, and the future its request awaits."""
+
+    delivery: VerifiedDelivery
+    answer: asyncio.Future[bool]
+
+
+class DeliveryWriter:
+    """Stores verified deliveries for the intake: every delivery waiting, one commit per batch.
+
+    Only one batch is written at a time. `store` queues a delivery and returns once the batch
+    holding it committed. `stop` refuses new deliveries and answers or fails every one
+    already queued; `start` takes deliveries again after a `stop`.
+    """
+
+    def __init__(self, engine: Any, wake: Callable[[], None], *, max_batch_size: int = MAX_BATCH_SIZE) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        self._engine = engine
+        self._wake = wake
+        self._max_batch_size = max_batch_size
+        self._queue: deque[_Waiting] = deque()
+        self._in_hand: list[_Waiting] = []
+        self._task: asyncio.Task[None] | None = None
+        self._accepting = True
+
+    @property
+    def waiting(self) -> int:
+        """How many deliveries wait for the next batch (not counting the batch being written)."""
+        return len(self._queue)
+
+    @property
+    def writing(self) -> int:
+        """How many deliveries are in the batch being written now."""
+        return len(self._in_hand)
+
+    @property
+    def accepting(self) -> bool:
+        """False from `stop` until `start`: new deliveries are then answered 503."""
+        return self._accepting
+
+    def start(self) -> None:
+        """Take deliveries again after `stop` (a new writer takes them from the start)."""
+        self._accepting = True
+
+    async def store(self, delivery: VerifiedDelivery) -> bool:
+        """Store `delivery` with the next batch: True once stored, False if its id already was.
+
+        Raises IntakeError: 500 when it could not be stored, 503 when the writer is stopping.
+        """
+        if not self._accepting:
+            raise IntakeError(503, "lanebot is shutting down and did not store this delivery; "
+                                   "redeliver it once lanebot is back (or run `lanebot deliveries recover`)")
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Waiting(delivery, answer))
+        if self._task is None:
+            # No timer: a delivery arriving while nothing is being written goes to the database at once.
+            self._task = asyncio.create_task(self._write_while_waiting(), name="lanebot-intake-writer")
+        return await answer
+
+    async def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+        """Refuse new deliveries, and let those already queued be stored for up to `grace_seconds`.
+
+        After that, every request still waiting is answered 503: none is left hanging. A batch
+        already in the database may still commit; a redelivery of it then answers "already stored".
+        """
+        self._accepting = False
+        task = self._task
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), grace_seconds)
+        except TimeoutError:
+            self._give_up(task)
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._task is task:  # a task cancelled before its first step never reached its `finally`
+            self._task = None
+
+    def _give_up(self, task: asyncio.Task[None]) -> None:
+        in_hand, queued = list(self._in_hand), list(self._queue)
+        self._queue.clear()
+        log.warning("the intake stopped with %d deliveries being stored and %d waiting; each is answered 503",
+                    len(in_hand), len(queued))
+        task.cancel()
+        _fail(in_hand, 503, "lanebot stopped while storing this delivery, so it may or may not be "
+                            "stored; redeliver it (a stored copy answers 'already stored')")
+        _fail(queued, 503, "lanebot stopped before storing this delivery; "
+                            "redeliver it once lanebot is back (or run `lanebot deliveries recover`)")
+
+    async def _write_while_waiting(self) -> None:
+        try:
+            while self._queue:
+                batch = [self._queue.popleft() for _ in range(min(len(self._queue), self._max_batch_size))]
+                self._answer(batch, await self._write(batch))
+        finally:
+            self._task = None
+
+    async def _write(self, batch: list[_Waiting]) -> list[bool | Exception]:
+        self._in_hand = batch
+        try:
+            # abandon_on_cancel: a `stop` that gives up must not wait for the database.
+            return await to_thread.run_sync(write_batch, self._engine, [waiting.delivery for waiting in batch],
+                                            abandon_on_cancel=True)
+        except Exception as error:  # write_batch answers for each delivery; this is the hop itself failing
+            log.error("the intake's writer failed (%s); its %d deliveries are answered 500",
+                      describe_store_error(error), len(batch))
+            return [error] * len(batch)
+        finally:
+            self._in_hand = []
+
+    def _answer(self, batch: list[_Waiting], outcomes: list[bool | Exception]) -> None:
+        for waiting, outcome in zip(batch, outcomes, strict=True):
+            if waiting.answer.done():  # its request was cancelled while waiting
+                continue
+            if isinstance(outcome, Exception):
+                waiting.answer.set_exception(IntakeError(500, _not_stored(outcome)))
+            else:
+                waiting.answer.set_result(outcome)
+        if any(outcome is True for outcome in outcomes):
+            self._wake()
+
+
+def _fail(waiting: list[_Waiting], status: int, message: str) -> None:
+    for each in waiting:
+        if not each.answer.done():
+            each.answer.set_exception(IntakeError(status, message))
+
+
+def _not_stored(error: Exception) -> str:
+    return (f"lanebot could not store this delivery ({type(error).__name__}) and stored nothing of it; "
+            "the cause is in lanebot's log. Once it is fixed, redeliver it or run `lanebot deliveries recover`")
+
+
+def write_batch(engine: Any, batch: Sequence[VerifiedDelivery]) -> list[bool | Exception]:
+    """Store `batch` with one commit, or, if that fails, each delivery with its own commit.
+
+    For each delivery, in order: True if stored now, False if its id was already stored, or
+    the exception that kept it out. Runs in a worker thread.
+    """
+    new = [_new_delivery(delivery) for delivery in batch]
+    try:
+        return deliveries.record_many(engine, new)
+    except Exception as error:
+        if len(new) == 1:
+            _log_not_stored(batch[0], error)
+            return [error]
+        log.warning("a batch of %d deliveries could not be stored together (%s); storing each on its own",
+                    len(new), describe_store_error(error))
+    return [_write_alone(engine, delivery) for delivery in batch]
+
+
+def _write_alone(engine: Any, delivery: VerifiedDelivery) -> bool | Exception:
+    try:
+        [is_new] = deliveries.record_many(engine, [_new_delivery(delivery)])
+    except Exception as error:
+        _log_not_stored(delivery, error)
+        return error
+    return is_new
+
+
+def _log_not_stored(delivery: VerifiedDelivery, error: Exception) -> None:
+    log.error("delivery %s (%s) could not be stored: %s", delivery.delivery_id, delivery.event,
+              describe_store_error(error))
+
+
+def describe_store_error(error: BaseException) -> str:
+    """What a failed store logs: the error's type and the database's first line about it.
+
+    Never SQLAlchemy's whole message, which repeats the statement's parameters (the body).
+    """
+    cause = getattr(error, "orig", None) or error
+    lines = str(cause).strip().splitlines()
+    first_line = lines[0][:200] if lines else ""
+    return f"{type(cause).__name__}: {first_line}" if first_line else type(cause).__name__
+
+
+def _new_delivery(delivery: VerifiedDelivery) -> deliveries.NewDelivery:
+    return deliveries.NewDelivery(
+        delivery_id=delivery.delivery_id,
+        event=delivery.event,
+        action=delivery.action,
+        installation_id=delivery.installation_id,
+        repository=delivery.repository,
+        body=delivery.payload,
+    )
+
+
+def make_endpoint(writer: DeliveryWriter, secret: str, *,
+                  max_body_bytes: int = MAX_BODY_BYTES) -> Callable[[Request], Any]:
+    """The webhook endpoint: verify, then store with `writer` (which wakes the dispatcher)."""
+
+    async def receive_webhook(request: Request) -> JSONResponse:
+        try:
+            body = await read_body(request, max_body_bytes)
+            delivery = verify(request.headers, body, secret)
+            stored = await writer.store(delivery)
+        except IntakeError as refused:
+            not_stored = refused.status >= 500
+            log.log(logging.ERROR if not_stored else logging.WARNING, "webhook %s (%d): %s; delivery %s",
+                    "not stored" if not_stored else "refused", refused.status, refused.message,
+                    request.headers.get("x-github-delivery", "-"))
+            return JSONResponse({"message": refused.message}, status_code=refused.status)
+        if not stored:
+            log.info("delivery %s (%s) already stored; nothing to do", delivery.delivery_id, delivery.event)
+            return JSONResponse({"delivery": delivery.delivery_id, "stored": False,
+                                 "message": "already stored; a redelivery changes nothing"}, status_code=200)
+        log.info("stored delivery %s: %s%s", delivery.delivery_id, delivery.event,
+                 f".{delivery.action}" if delivery.action else "")
+        return JSONResponse({"delivery": delivery.delivery_id, "stored": True}, status_code=202)
+
+    return receive_webhook
