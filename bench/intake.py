@@ -78,8 +78,15 @@ SERVER_CORE, GENERATOR_CORE = 0, 1
 GOAL_RATIO = 0.5
 GOAL_P99_MS = 50.0
 # Only these reach the lanebot server's Settings.load: nothing else from the caller's environment.
-LANEBOT_SETTINGS = ("APP_ID", "PRIVATE_KEY", "WEBHOOK_SECRET", "WEBHOOK_PATH", "DATABASE_URL",
-                    "GITHUB_API_URL", "LOG_LEVEL")
+LANEBOT_SETTINGS = (
+    "APP_ID",
+    "PRIVATE_KEY",
+    "WEBHOOK_SECRET",
+    "WEBHOOK_PATH",
+    "DATABASE_URL",
+    "GITHUB_API_URL",
+    "LOG_LEVEL",
+)
 # A closed port: should a handler call GitHub, it fails at once instead of reaching github.com.
 UNREACHABLE_API_URL = "http://127.0.0.1:9"
 TARGETS = ("bare", "lanebot")
@@ -159,7 +166,7 @@ def decode_templates(data: bytes) -> list[RequestTemplate]:
         prefix_length, suffix_length = map(int, rest[position:line_end].split())
         start = line_end + 1
         middle = start + prefix_length
-        templates.append(RequestTemplate(rest[start:middle], rest[middle:middle + suffix_length]))
+        templates.append(RequestTemplate(rest[start:middle], rest[middle : middle + suffix_length]))
         position = middle + suffix_length
     return templates
 
@@ -194,9 +201,15 @@ class LoadResult:
 
     def merged(self, other: LoadResult) -> LoadResult:
         """Two runs against one server (warm-up and measured) as one, for counting deliveries."""
-        return LoadResult(self.generator, self.seconds + other.seconds, self.sent + other.sent,
-                          self.statuses + other.statuses, self.answered_ids | other.answered_ids, {},
-                          dict(Counter(self.socket_errors) + Counter(other.socket_errors)))
+        return LoadResult(
+            self.generator,
+            self.seconds + other.seconds,
+            self.sent + other.sent,
+            self.statuses + other.statuses,
+            self.answered_ids | other.answered_ids,
+            {},
+            dict(Counter(self.socket_errors) + Counter(other.socket_errors)),
+        )
 
 
 def parse_result_file(text: str, generator: str, seconds: float) -> LoadResult:
@@ -280,14 +293,18 @@ class TargetResult:
         if any(self.total.socket_errors.values()):
             found.append(f"{self.name}: socket errors {self.total.socket_errors}")
         if self.total.sent != self.total.answered:
-            found.append(f"{self.name}: {self.total.sent} requests sent but {self.total.answered} answered "
-                         f"(the rest were unanswered after the {DRAIN_LIMIT_SECONDS} s drain)")
+            found.append(
+                f"{self.name}: {self.total.sent} requests sent but {self.total.answered} answered "
+                f"(the rest were unanswered after the {DRAIN_LIMIT_SECONDS} s drain)"
+            )
         check = self.reconciliation
         if check is not None and not check.equal:
-            found.append(f"{self.name}: {check.answered_2xx} deliveries answered 2xx but {check.stored} stored; "
-                         f"LOST (2xx, not stored): {len(check.lost)} {sorted(check.lost)[:5]}; "
-                         f"stored without a 2xx answer: {len(check.unanswered)}; "
-                         f"2xx answers without a delivery id of their own: {check.unmatched_2xx}")
+            found.append(
+                f"{self.name}: {check.answered_2xx} deliveries answered 2xx but {check.stored} stored; "
+                f"LOST (2xx, not stored): {len(check.lost)} {sorted(check.lost)[:5]}; "
+                f"stored without a 2xx answer: {len(check.unanswered)}; "
+                f"2xx answers without a delivery id of their own: {check.unmatched_2xx}"
+            )
         return found
 
 
@@ -328,11 +345,14 @@ def goal_verdict(rounds: list[Round], paced: bool) -> tuple[bool, str]:
     p99 = statistics.median(round_["lanebot"].measured.latency_ms.get("p99", float("inf")) for round_ in rounds)
     lossless = not any(round_["lanebot"].problems() for round_ in rounds)
     met = (paced or share >= GOAL_RATIO) and p99 < GOAL_P99_MS and lossless
-    throughput = ("throughput not judged (paced)" if paced
-                  else f"throughput ratio {share:.0%} (goal >= {GOAL_RATIO:.0%})")
-    return met, (f"goal {'MET' if met else 'MISSED'}: {throughput}, "
-                 f"lanebot p99 {p99:.1f} ms (goal < {GOAL_P99_MS:.0f} ms), "
-                 f"{'no delivery lost' if lossless else 'deliveries NOT accounted for'}")
+    throughput = (
+        "throughput not judged (paced)" if paced else f"throughput ratio {share:.0%} (goal >= {GOAL_RATIO:.0%})"
+    )
+    return met, (
+        f"goal {'MET' if met else 'MISSED'}: {throughput}, "
+        f"lanebot p99 {p99:.1f} ms (goal < {GOAL_P99_MS:.0f} ms), "
+        f"{'no delivery lost' if lossless else 'deliveries NOT accounted for'}"
+    )
 
 
 def render_runs(rounds: list[Round], database: str) -> str:
@@ -364,10 +384,12 @@ def render_summary(rounds: list[Round]) -> str:
     for name in rounds[0]:
         loads = [round_[name].measured for round_ in rounds]
         costs = [cost for round_ in rounds if (cost := round_[name].cpu_ms_per_request) is not None]
-        rows.append(f"| {TARGET_TITLES[name]} | {spread([load.requests_per_second for load in loads])} "
-                    f"| {spread([load.latency_ms.get('p50', 0) for load in loads], digits=1)} "
-                    f"| {spread([load.latency_ms.get('p99', 0) for load in loads], digits=1)} "
-                    f"| {spread(costs, digits=2) if costs else 'n/a'} |")
+        rows.append(
+            f"| {TARGET_TITLES[name]} | {spread([load.requests_per_second for load in loads])} "
+            f"| {spread([load.latency_ms.get('p50', 0) for load in loads], digits=1)} "
+            f"| {spread([load.latency_ms.get('p99', 0) for load in loads], digits=1)} "
+            f"| {spread(costs, digits=2) if costs else 'n/a'} |"
+        )
     shares = [share * 100 for round_ in rounds if (share := ratio(round_)) is not None]
     if shares:
         rows.append(f"\nlanebot / bare throughput: **{spread(shares, '%')}**")
@@ -395,21 +417,24 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], log_path: Path) -
     deadline = time.monotonic() + SERVER_START_LIMIT_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise SystemExit(f"the server exited with status {process.returncode} before listening; "
-                             f"its log:\n{log_path.read_text(errors='replace')[-4000:]}")
+            raise SystemExit(
+                f"the server exited with status {process.returncode} before listening; "
+                f"its log:\n{log_path.read_text(errors='replace')[-4000:]}"
+            )
         with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.5):
             return
         time.sleep(0.1)
-    raise SystemExit(f"the server did not listen on port {port} within {SERVER_START_LIMIT_SECONDS} s; "
-                     f"see {log_path}")
+    raise SystemExit(f"the server did not listen on port {port} within {SERVER_START_LIMIT_SECONDS} s; see {log_path}")
 
 
 @contextlib.contextmanager
-def running_server(target: str, port: int, environment: dict[str, str], log_path: Path,
-                   pin: bool) -> Iterator[subprocess.Popen[bytes]]:
+def running_server(
+    target: str, port: int, environment: dict[str, str], log_path: Path, pin: bool
+) -> Iterator[subprocess.Popen[bytes]]:
     """This script as `--serve target` in its own process; stopped (gracefully) on leaving."""
-    command = pinned([sys.executable, str(Path(__file__).resolve()), "--serve", target, "--port", str(port)],
-                     SERVER_CORE, pin)
+    command = pinned(
+        [sys.executable, str(Path(__file__).resolve()), "--serve", target, "--port", str(port)], SERVER_CORE, pin
+    )
     with log_path.open("ab") as log:
         process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT, cwd=REPOSITORY)
     try:
@@ -436,8 +461,9 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-            print(f"warning: the server did not stop within {SERVER_STOP_LIMIT_SECONDS} s and was killed",
-                  file=sys.stderr)
+            print(
+                f"warning: the server did not stop within {SERVER_STOP_LIMIT_SECONDS} s and was killed", file=sys.stderr
+            )
 
 
 @dataclass(frozen=True)
@@ -462,13 +488,31 @@ def run_wrk(plan: LoadPlan) -> LoadResult:
     script.write_text(WRK_SCRIPT, encoding="utf-8")
     marker = plan.work_dir / f"drained-{plan.label}"
     result_path = plan.work_dir / f"wrk-result-{plan.label}.txt"
-    command = pinned([
-        "wrk", "--threads", str(plan.threads), "--connections", str(plan.connections),
-        "--duration", f"{int(plan.seconds) + DRAIN_LIMIT_SECONDS}s", "--timeout", f"{DRAIN_LIMIT_SECONDS}s",
-        "--script", str(script), f"http://{HOST}:{plan.port}{WEBHOOK_PATH}", "--",
-        str(plan.templates_path), str(plan.seconds), str(plan.phase), str(marker), str(result_path),
-        str(plan.rate / plan.threads),
-    ], GENERATOR_CORE, plan.pin)
+    command = pinned(
+        [
+            "wrk",
+            "--threads",
+            str(plan.threads),
+            "--connections",
+            str(plan.connections),
+            "--duration",
+            f"{int(plan.seconds) + DRAIN_LIMIT_SECONDS}s",
+            "--timeout",
+            f"{DRAIN_LIMIT_SECONDS}s",
+            "--script",
+            str(script),
+            f"http://{HOST}:{plan.port}{WEBHOOK_PATH}",
+            "--",
+            str(plan.templates_path),
+            str(plan.seconds),
+            str(plan.phase),
+            str(marker),
+            str(result_path),
+            str(plan.rate / plan.threads),
+        ],
+        GENERATOR_CORE,
+        plan.pin,
+    )
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + plan.seconds + DRAIN_LIMIT_SECONDS + 5
     while process.poll() is None and time.monotonic() < deadline:
@@ -478,8 +522,10 @@ def run_wrk(plan: LoadPlan) -> LoadResult:
         time.sleep(0.05)
     output, errors = process.communicate(timeout=DRAIN_LIMIT_SECONDS + 30)
     if process.returncode != 0 or not result_path.exists():
-        raise SystemExit(f"wrk failed (status {process.returncode}):\n{errors.decode(errors='replace')}"
-                         f"{output.decode(errors='replace')}")
+        raise SystemExit(
+            f"wrk failed (status {process.returncode}):\n{errors.decode(errors='replace')}"
+            f"{output.decode(errors='replace')}"
+        )
     if errors.strip():
         raise SystemExit(f"the wrk script failed:\n{errors.decode(errors='replace')}")
     return parse_result_file(result_path.read_text(), "wrk", plan.seconds)
@@ -488,11 +534,27 @@ def run_wrk(plan: LoadPlan) -> LoadResult:
 def run_python_generator(plan: LoadPlan) -> LoadResult:
     """The fallback without wrk: this script as `--generate`, in its own process."""
     result_path = plan.work_dir / f"python-result-{plan.label}.txt"
-    command = pinned([
-        sys.executable, str(Path(__file__).resolve()), "--generate", "--port", str(plan.port),
-        "--connections", str(plan.connections), "--duration", str(plan.seconds), "--rate", str(plan.rate),
-        "--templates", str(plan.templates_path), "--result", str(result_path),
-    ], GENERATOR_CORE, plan.pin)
+    command = pinned(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--generate",
+            "--port",
+            str(plan.port),
+            "--connections",
+            str(plan.connections),
+            "--duration",
+            str(plan.seconds),
+            "--rate",
+            str(plan.rate),
+            "--templates",
+            str(plan.templates_path),
+            "--result",
+            str(result_path),
+        ],
+        GENERATOR_CORE,
+        plan.pin,
+    )
     completed = subprocess.run(command, capture_output=True, timeout=plan.seconds + DRAIN_LIMIT_SECONDS + 60)
     if completed.returncode != 0:
         raise SystemExit(f"the Python load generator failed:\n{completed.stderr.decode(errors='replace')}")
@@ -548,8 +610,9 @@ class Pacer:
         await asyncio.sleep(max(0.0, slot - loop.time()))
 
 
-async def drive_connection(templates: list[RequestTemplate], start: int, port: int, deadline: float,
-                           pacer: Pacer, tally: GeneratorTally) -> None:
+async def drive_connection(
+    templates: list[RequestTemplate], start: int, port: int, deadline: float, pacer: Pacer, tally: GeneratorTally
+) -> None:
     """One keep-alive connection sending deliveries until the deadline, paced by `pacer`."""
     loop = asyncio.get_running_loop()
     reader, writer = await asyncio.open_connection(HOST, port)
@@ -580,13 +643,15 @@ async def drive_connection(templates: list[RequestTemplate], start: int, port: i
         writer.close()
 
 
-async def generate_load(templates: list[RequestTemplate], port: int, connections: int, seconds: float,
-                        rate: float) -> GeneratorTally:
+async def generate_load(
+    templates: list[RequestTemplate], port: int, connections: int, seconds: float, rate: float
+) -> GeneratorTally:
     tally = GeneratorTally()
     now = asyncio.get_running_loop().time()
     pacer = Pacer(interval=1 / rate if rate > 0 else 0.0, next_slot=now)
-    await asyncio.gather(*(drive_connection(templates, number, port, now + seconds, pacer, tally)
-                           for number in range(connections)))
+    await asyncio.gather(
+        *(drive_connection(templates, number, port, now + seconds, pacer, tally) for number in range(connections))
+    )
     return tally
 
 
@@ -617,8 +682,8 @@ def bare_app(secret: str) -> Any:
 
 def lanebot_app(work_dir: Path) -> Any:
     """lanebot as `lanebot serve` builds it, from settings read the production way."""
-    from bot.web.app import create_app
     from bot.edges.settings import Settings
+    from bot.web.app import create_app
 
     environ = {name: os.environ[name] for name in LANEBOT_SETTINGS if name in os.environ}
     return create_app(Settings.load(environ=environ, env_file=None), env_file=work_dir / ".env")
@@ -706,8 +771,9 @@ class ThrowawayApp:
         from cryptography.hazmat.primitives.asymmetric import rsa
 
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption()).decode()
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
         return cls(secret=secrets.token_hex(20), private_key=pem)
 
     def environment(self, database_url: str, log_level: str, work_dir: Path) -> dict[str, str]:
@@ -726,14 +792,28 @@ class ThrowawayApp:
         }
 
 
-def bench_target(target: str, label: str, args: argparse.Namespace, app: ThrowawayApp, work_dir: Path,
-                 pin: bool) -> TargetResult:
+def bench_target(
+    target: str, label: str, args: argparse.Namespace, app: ThrowawayApp, work_dir: Path, pin: bool
+) -> TargetResult:
     """Start the target's server, load it (warm-up, then measured), stop it, count what it stored."""
     generator = run_wrk if args.load_generator == "wrk" else run_python_generator
     port = free_port()
-    plans = [LoadPlan(f"{label}-{phase}", port, args.connections, seconds, args.threads, phase, args.rate,
-                      work_dir / "requests.bin", work_dir, pin)
-             for phase, seconds in enumerate((args.warmup, args.duration)) if seconds > 0]
+    plans = [
+        LoadPlan(
+            f"{label}-{phase}",
+            port,
+            args.connections,
+            seconds,
+            args.threads,
+            phase,
+            args.rate,
+            work_dir / "requests.bin",
+            work_dir,
+            pin,
+        )
+        for phase, seconds in enumerate((args.warmup, args.duration))
+        if seconds > 0
+    ]
     with throwaway_database(args.database_url, work_dir, label) as database_url:
         environment = app.environment(database_url, args.log_level, work_dir)
         with running_server(target, port, environment, work_dir / f"{label}-server.log", pin) as server:
@@ -748,9 +828,11 @@ def bench_target(target: str, label: str, args: argparse.Namespace, app: Throwaw
         if target == "lanebot":
             stored_ids, result.stored_by_status = stored_deliveries(database_url)
             result.reconciliation = reconcile(result.total, stored_ids)
-    print(f"  {label}: {result.measured.requests_per_second:,.0f} req/s, "
-          f"p99 {result.measured.latency_ms.get('p99', 0):.1f} ms, server CPU {result.server_cpu or 0:.0%}",
-          file=sys.stderr)
+    print(
+        f"  {label}: {result.measured.requests_per_second:,.0f} req/s, "
+        f"p99 {result.measured.latency_ms.get('p99', 0):.1f} ms, server CPU {result.server_cpu or 0:.0%}",
+        file=sys.stderr,
+    )
     return result
 
 
@@ -760,8 +842,12 @@ def environment_summary(args: argparse.Namespace, pin: bool, database: str, load
 
     http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-    commit = subprocess.run(["git", "-C", str(REPOSITORY), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+    commit = (
+        subprocess.run(
+            ["git", "-C", str(REPOSITORY), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        or "unknown"
+    )
     return [
         f"date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; commit {commit} (plus the working tree)",
         f"machine: {platform.machine()}, {os.cpu_count()} cores ({_cpu_model()}), Linux {platform.release()}",
@@ -771,8 +857,11 @@ def environment_summary(args: argparse.Namespace, pin: bool, database: str, load
         + (f"paced at {args.rate:g} req/s, " if args.rate else "unpaced (each connection sends on each answer), ")
         + f"{args.warmup:g} s warm-up then {args.duration:g} s measured per target and round, "
         f"{args.rounds} round(s) alternating the targets; both servers at log level {args.log_level}",
-        ("pinning: server on core 0, load generator on core 1 (taskset)" if pin
-         else "pinning: none (no taskset, fewer than 2 cores, or --no-pin)"),
+        (
+            "pinning: server on core 0, load generator on core 1 (taskset)"
+            if pin
+            else "pinning: none (no taskset, fewer than 2 cores, or --no-pin)"
+        ),
         f"database: {database}",
         f"machine load average (1 min) before / after: {load_before} / {os.getloadavg()[0]:.2f}",
     ]
@@ -792,14 +881,17 @@ def run_benchmark(args: argparse.Namespace) -> int:
     app = ThrowawayApp.create()
     templates = [signed_request(event, payload, app.secret) for event, payload in payload_mix(args.payloads)]
     database = "PostgreSQL" if args.database_url else "SQLite"
-    print(f"{len(templates)} payloads; targets {', '.join(args.targets)}; database {database}; "
-          f"{args.rounds} round(s)", file=sys.stderr)
+    print(
+        f"{len(templates)} payloads; targets {', '.join(args.targets)}; database {database}; {args.rounds} round(s)",
+        file=sys.stderr,
+    )
     with tempfile.TemporaryDirectory(prefix="lanebot-bench-") as folder:
         work_dir = Path(folder)
         (work_dir / "requests.bin").write_bytes(encode_templates(templates))
-        rounds = [{target: bench_target(target, f"{target}-{number}", args, app, work_dir, pin)
-                   for target in args.targets}
-                  for number in range(1, args.rounds + 1)]
+        rounds = [
+            {target: bench_target(target, f"{target}-{number}", args, app, work_dir, pin) for target in args.targets}
+            for number in range(1, args.rounds + 1)
+        ]
     print("\n".join(f"- {line}" for line in environment_summary(args, pin, database, load_before)))
     print()
     print(render_runs(rounds, database))
@@ -810,8 +902,11 @@ def run_benchmark(args: argparse.Namespace) -> int:
         print(f"\nlanebot / bare throughput: **{share:.0%}**")
     for number, round_ in enumerate(rounds, 1):
         if "lanebot" in round_:
-            print(f"\nround {number}: lanebot's deliveries after the run, by status: "
-                  f"{round_['lanebot'].stored_by_status}", end="")
+            print(
+                f"\nround {number}: lanebot's deliveries after the run, by status: "
+                f"{round_['lanebot'].stored_by_status}",
+                end="",
+            )
     print()
     return report_outcome(rounds, paced=args.rate > 0, require_goal=args.require_goal)
 
@@ -832,31 +927,47 @@ def report_outcome(rounds: list[Round], *, paced: bool, require_goal: bool) -> i
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--duration", type=float, default=20, help="measured seconds per target (default 20)")
-    parser.add_argument("--warmup", type=float, default=2,
-                        help="warm-up seconds per target, not measured (default 2)")
+    parser.add_argument("--warmup", type=float, default=2, help="warm-up seconds per target, not measured (default 2)")
     parser.add_argument("--connections", type=int, default=64, help="concurrent connections (default 64)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="wrk threads (default 1: the generator has one core)")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="rounds; each runs every target once, so noise hits both alike (default 1)")
-    parser.add_argument("--rate", type=float, default=0,
-                        help="offer this many requests per second in all instead of sending on each answer; "
-                             "measures latency at a load the server keeps up with (default 0: unpaced)")
-    parser.add_argument("--database-url",
-                        help="a PostgreSQL server URL; lanebot then uses a throwaway database created there "
-                             "and dropped afterwards (default: SQLite in a temporary folder)")
-    parser.add_argument("--targets", type=lambda text: text.split(","), default=list(TARGETS),
-                        help="comma-separated, from: bare,lanebot (default both, in that order)")
-    parser.add_argument("--load-generator", choices=("wrk", "python"),
-                        default="wrk" if shutil.which("wrk") else "python",
-                        help="wrk when installed (default), else a Python generator in its own process")
-    parser.add_argument("--log-level", default="info",
-                        help="both servers' log level (default info, as in production)")
-    parser.add_argument("--payloads", type=Path, default=DEFAULT_PAYLOADS,
-                        help="folder of example payloads, one folder per event")
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1: the generator has one core)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds; each runs every target once, so noise hits both alike (default 1)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0,
+        help="offer this many requests per second in all instead of sending on each answer; "
+        "measures latency at a load the server keeps up with (default 0: unpaced)",
+    )
+    parser.add_argument(
+        "--database-url",
+        help="a PostgreSQL server URL; lanebot then uses a throwaway database created there "
+        "and dropped afterwards (default: SQLite in a temporary folder)",
+    )
+    parser.add_argument(
+        "--targets",
+        type=lambda text: text.split(","),
+        default=list(TARGETS),
+        help="comma-separated, from: bare,lanebot (default both, in that order)",
+    )
+    parser.add_argument(
+        "--load-generator",
+        choices=("wrk", "python"),
+        default="wrk" if shutil.which("wrk") else "python",
+        help="wrk when installed (default), else a Python generator in its own process",
+    )
+    parser.add_argument("--log-level", default="info", help="both servers' log level (default info, as in production)")
+    parser.add_argument(
+        "--payloads", type=Path, default=DEFAULT_PAYLOADS, help="folder of example payloads, one folder per event"
+    )
     parser.add_argument("--no-pin", action="store_true", help="do not pin server and generator to separate cores")
     parser.add_argument("--require-goal", action="store_true", help="exit 2 when the goal of issue 3 is missed")
     parser.add_argument("--serve", choices=TARGETS, help=argparse.SUPPRESS)

@@ -38,17 +38,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.edges.git import Identity, Mirror, Worktree, git  # noqa: E402
 from bot.core.graph import Unit, load_plan  # noqa: E402
-from bot.core.names import integration_branch, lane_branch, merge_message
-from bot.runner.lanes import ownership_violations
+from bot.core.names import integration_branch, lane_branch, merge_message  # noqa: E402
 from bot.core.scheduler import simulate  # noqa: E402
+from bot.edges.git import Identity, Mirror, Worktree, git  # noqa: E402
+from bot.runner.lanes import ownership_violations  # noqa: E402
 
 IDENTITY = Identity("lanebot-bench[bot]", "1+lanebot-bench[bot]@users.noreply.github.com")
 SCALE_S_PER_MINUTE = 0.2
-GIT_ENV = {"PATH": os.environ.get("PATH", os.defpath), "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-           "LC_ALL": "C", "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
+GIT_ENV = {
+    "PATH": os.environ.get("PATH", os.defpath),
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "LC_ALL": "C",
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.com",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.com",
+}
 
 
 # --------------------------------------------------------------------------- part 1
@@ -62,8 +69,9 @@ def make_repository(root: Path, files: int) -> Path:
     for index in range(files):
         data = f"file {index}\n"
         stream += [f"M 644 inline src/d{index // 100:04d}/f{index:06d}.txt", f"data {len(data)}", data.rstrip("\n")]
-    subprocess.run(["git", "fast-import", "--quiet"], input="\n".join(stream) + "\n", text=True, cwd=bare,
-                   check=True, env=GIT_ENV)
+    subprocess.run(
+        ["git", "fast-import", "--quiet"], input="\n".join(stream) + "\n", text=True, cwd=bare, check=True, env=GIT_ENV
+    )
     return bare
 
 
@@ -89,8 +97,9 @@ class LaneTimes:
 async def one_lane(mirror: Mirror, integration: Worktree, work: Path, number: int, base: str) -> LaneTimes:
     """One lane's git work as `bot.runner.lanes` and `bot.runner.integrate` do it; the integration worktree is kept
     between merge rounds (`fresh_integration_worktree` resets it), so it is cut once per run, not here."""
-    unit = Unit(id=f"lane-{number}", title="bench", needs=(), files=rf"^bench/lane-{number}\.txt$", check="true",
-                brief="")
+    unit = Unit(
+        id=f"lane-{number}", title="bench", needs=(), files=rf"^bench/lane-{number}\.txt$", check="true", brief=""
+    )
     branch = lane_branch(1, unit.id)
     lane_path = work / f"lane-{number}"
     start = time.perf_counter()
@@ -119,17 +128,20 @@ async def one_lane(mirror: Mirror, integration: Worktree, work: Path, number: in
 
 def worktree_add_alone(mirror_path: Path, target: Path, sha: str) -> float:
     start = time.perf_counter()
-    subprocess.run(["git", "worktree", "add", "--quiet", "--detach", str(target), sha], cwd=mirror_path, check=True,
-                   env=GIT_ENV)
+    subprocess.run(
+        ["git", "worktree", "add", "--quiet", "--detach", str(target), sha], cwd=mirror_path, check=True, env=GIT_ENV
+    )
     elapsed = time.perf_counter() - start
     subprocess.run(["git", "worktree", "remove", "--force", str(target)], cwd=mirror_path, check=True, env=GIT_ENV)
     return elapsed
 
 
 async def overhead(sizes: list[int], repeat: int) -> list[str]:
-    rows = ["| Files | `git worktree add` alone | Lane overhead | Ratio | worktree cut | commit + ownership | "
-            "push lane | merge + push | remove worktree | integration worktree (once per run) |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| Files | `git worktree add` alone | Lane overhead | Ratio | worktree cut | commit + ownership | "
+        "push lane | merge + push | remove worktree | integration worktree (once per run) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="lanebot-bench-") as folder:
             root = Path(folder)
@@ -150,7 +162,8 @@ async def overhead(sizes: list[int], repeat: int) -> list[str]:
                 f"| {size:,} | {median(alone):.3f} s | {lane_total:.3f} s | {lane_total / median(alone):.1f}× | "
                 f"{median(t.worktree for t in lanes):.3f} s | {median(t.commit_and_ownership for t in lanes):.3f} s | "
                 f"{median(t.push_lane for t in lanes):.3f} s | {median(t.merge_and_push for t in lanes):.3f} s | "
-                f"{median(t.cleanup for t in lanes):.3f} s | {integration_cut:.3f} s |")
+                f"{median(t.cleanup for t in lanes):.3f} s | {integration_cut:.3f} s |"
+            )
             print(rows[-1], file=sys.stderr, flush=True)
     return rows
 
@@ -160,10 +173,10 @@ async def overhead(sizes: list[int], repeat: int) -> list[str]:
 
 async def makespan(schedule: str) -> tuple[float, float]:
     """(measured, model) makespan of the worked example in seconds, agents sleeping scaled estimates."""
-    from bot.runner import orchestrator
     from bot.edges.github.client import GitHubApp
     from bot.edges.store import runs as store
     from bot.edges.store.db import make_engine, migrate
+    from bot.runner import orchestrator
     from tests.lanes_helpers import OWNER, REPO, RunnerContext, approved_run, make_settings, make_workflow_dir
     from tests.sandbox_helpers import SandboxRepository, served_sandbox
 
@@ -174,16 +187,20 @@ async def makespan(schedule: str) -> tuple[float, float]:
         root = Path(folder)
         (root / "project").mkdir()
         agent = _sleeping_agent(root / "agent.sh", units)
-        host = {"build": {"agent": "command", "schedule": schedule, "max_lanes": 4, "timeout": "120s"},
-                "integrate": {"agent": "recipe", "verify": "true", "max_retries": 0}, "review": {"enabled": False}}
+        host = {
+            "build": {"agent": "command", "schedule": schedule, "max_lanes": 4, "timeout": "120s"},
+            "integrate": {"agent": "recipe", "verify": "true", "max_retries": 0},
+            "review": {"enabled": False},
+        }
         os.environ["LANEBOT_WORKFLOWS_DIR"] = str(make_workflow_dir(root, host, ["sh", str(agent)]))
         url = f"sqlite:///{root / 'lanebot.db'}"
         engine = make_engine(url)
         migrate(engine)
         plan = [{**u, "check": "true"} for u in units]
         with served_sandbox(root) as server:
-            github = SandboxRepository.create(server, root / "project", f"{OWNER}/{REPO}", {"README.md": "# tasks\n"},
-                                              organization=True)
+            github = SandboxRepository.create(
+                server, root / "project", f"{OWNER}/{REPO}", {"README.md": "# tasks\n"}, organization=True
+            )
             github.open_issue("Status", "", login="maintainer", role="admin")
             github.close()
             settings = make_settings(root, url, server.url)
@@ -206,16 +223,22 @@ def _sleeping_agent(path: Path, units: list[dict]) -> Path:
     cases = []
     for unit in units:
         owned = _owned_path(unit["files"])
-        cases.append(f'  {unit["id"]}) sleep {unit["estimate"] * SCALE_S_PER_MINUTE:g};'
-                     f' mkdir -p "$(dirname {owned})"; echo done > {owned} ;;')
+        cases.append(
+            f"  {unit['id']}) sleep {unit['estimate'] * SCALE_S_PER_MINUTE:g};"
+            f' mkdir -p "$(dirname {owned})"; echo done > {owned} ;;'
+        )
     path.write_text('case "$LANEBOT_UNIT" in\n' + "\n".join(cases) + "\nesac\n")
     return path
 
 
 def _owned_path(files: str) -> str:
     """A path the worked example's `files` expressions own."""
-    return {"^migrations/": "migrations/001_status.sql", "^app/tui/": "app/tui/rows.py",
-            "^app/api/": "app/api/status.py", r"^app/cli\.py$": "app/cli.py"}[files]
+    return {
+        "^migrations/": "migrations/001_status.sql",
+        "^app/tui/": "app/tui/rows.py",
+        "^app/api/": "app/api/status.py",
+        r"^app/cli\.py$": "app/cli.py",
+    }[files]
 
 
 # --------------------------------------------------------------------------- main
@@ -236,8 +259,11 @@ def main() -> None:
     print("| Schedule | Model | Measured | Difference |\n|---|---:|---:|---:|")
     for schedule in ("barrier", "eager"):
         measured, model = asyncio.run(makespan(schedule))
-        print(f"| {schedule} | {model:.2f} s ({model / SCALE_S_PER_MINUTE:.0f} min) | {measured:.2f} s | "
-              f"{(measured - model) / model:+.1%} |", flush=True)
+        print(
+            f"| {schedule} | {model:.2f} s ({model / SCALE_S_PER_MINUTE:.0f} min) | {measured:.2f} s | "
+            f"{(measured - model) / model:+.1%} |",
+            flush=True,
+        )
     shutil.rmtree(ROOT / ".lanebot-bench", ignore_errors=True)
 
 

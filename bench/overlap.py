@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 
 import bot
+
 try:  # the layout since issue 11
     from bot.core import ere
     from bot.core.graph import match_paths, validate
@@ -66,8 +67,12 @@ PLANS = {"realistic": REALISTIC, "hostile": HOSTILE, "dfa": DFA}
 
 def tracked_paths(count: int) -> list[str]:
     """`count` paths as `git ls-files` lists them: sorted, 100 packages of modules, tests, docs and data."""
-    kinds = [("src/pkg{p:02d}/module_{m:03d}.py", 60), ("tests/pkg{p:02d}/test_module_{m:03d}.py", 20),
-             ("docs/pkg{p:02d}/page_{m:03d}.md", 10), ("data/pkg{p:02d}/fixture_{m:03d}.json", 10)]
+    kinds = [
+        ("src/pkg{p:02d}/module_{m:03d}.py", 60),
+        ("tests/pkg{p:02d}/test_module_{m:03d}.py", 20),
+        ("docs/pkg{p:02d}/page_{m:03d}.md", 10),
+        ("data/pkg{p:02d}/fixture_{m:03d}.json", 10),
+    ]
     per_package = -(-count // 100)
     paths = [
         shape.format(p=package, m=index)
@@ -85,8 +90,10 @@ def hex_paths(count: int) -> list[str]:
 
 
 def plan(files: dict[str, str]) -> list[dict]:
-    return [{"id": unit_id, "title": unit_id, "needs": [], "files": expression, "check": "true", "brief": "b"}
-            for unit_id, expression in files.items()]
+    return [
+        {"id": unit_id, "title": unit_id, "needs": [], "files": expression, "check": "true", "brief": "b"}
+        for unit_id, expression in files.items()
+    ]
 
 
 def python_patterns(expressions: list[str]) -> list[re.Pattern[str]]:
@@ -145,8 +152,10 @@ def main() -> int:
 
     print(f"# The overlap check: {len(raw)} units, {len(paths):,} tracked paths ({options.plan} plan)\n")
     print(f"- tree: {os.path.dirname(os.path.dirname(os.path.abspath(bot.__file__)))}")
-    print(f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC;"
-          f" load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}; {os.cpu_count()} cores")
+    print(
+        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC;"
+        f" load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}; {os.cpu_count()} cores"
+    )
     print(f"- Python {platform.python_version()}, {platform.machine()}, Linux {platform.release()}")
     print(f"- paths matched per expression: {', '.join(str(len(found)) for found in expected)}\n")
     print(f"| measurement ({options.repeat} rounds) | seconds, median (range) | ratio to the baseline |")

@@ -33,21 +33,29 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.demo.stack import Stack  # noqa: E402
-from bot.runner.plan import issue_run  # noqa: E402
 from bot.edges.store import reviews, runs  # noqa: E402
 from bot.edges.store.db import make_engine  # noqa: E402
+from bot.runner.plan import issue_run  # noqa: E402
 from tests.lanes_helpers import make_workflow_dir  # noqa: E402
 
 REPO = "octo-org/bench"
 MAINTAINER = "maintainer"
 AGENT = ROOT / "tests" / "agents_fixtures" / "review_agent.py"
-CONFIG = ("build:\n  agent: recipe\n  max_retries: 0\n"
-          "integrate:\n  agent: recipe\n  verify: \"true\"\n  max_retries: 0\n"
-          "pull_request:\n  draft: false\n"
-          "fix:\n  agent: command\n  max_retries: 0\n  timeout: 5m\n"
-          "review:\n  enabled: false\n")
-UNIT = {"id": "words", "title": "Words", "needs": [], "files": r"^greeting\.txt$", "check": "true",
-        "brief": "Write it.\n\n```text path=greeting.txt\nhello\n```"}
+CONFIG = (
+    "build:\n  agent: recipe\n  max_retries: 0\n"
+    'integrate:\n  agent: recipe\n  verify: "true"\n  max_retries: 0\n'
+    "pull_request:\n  draft: false\n"
+    "fix:\n  agent: command\n  max_retries: 0\n  timeout: 5m\n"
+    "review:\n  enabled: false\n"
+)
+UNIT = {
+    "id": "words",
+    "title": "Words",
+    "needs": [],
+    "files": r"^greeting\.txt$",
+    "check": "true",
+    "brief": "Write it.\n\n```text path=greeting.txt\nhello\n```",
+}
 
 
 def main() -> None:
@@ -73,19 +81,28 @@ def measure(stack: Stack, rounds: int) -> list[tuple[float, float]]:
     engine = make_engine(stack.database_url)
     try:
         run = stack.wait_for("the gate", lambda: issue_run(engine, REPO, number), timeout=120)
-        stack.wait_for("awaiting approval", lambda: issue_run(engine, REPO, number).state == "awaiting_approval",
-                       timeout=120)
+        stack.wait_for(
+            "awaiting approval", lambda: issue_run(engine, REPO, number).state == "awaiting_approval", timeout=120
+        )
         stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
-        run = stack.wait_for("the pull request", lambda: (r := issue_run(engine, REPO, number)).pr_number and r,
-                             timeout=240)
+        run = stack.wait_for(
+            "the pull request", lambda: (r := issue_run(engine, REPO, number)).pr_number and r, timeout=240
+        )
         rows = []
         for index in range(rounds):
             suggestion = f"Please:\n\n```text path=greeting.txt\nhello {index}\n```"
             started = time.time()
-            stack.human.review(REPO, run.pr_number, login=MAINTAINER, event="REQUEST_CHANGES", body="Again.",
-                               comments=[{"path": "greeting.txt", "line": 1, "body": suggestion}])
-            done = stack.wait_for(f"round {index + 1}", lambda: _done(engine, run.id, index + 1), timeout=240,
-                                  poll=0.02)
+            stack.human.review(
+                REPO,
+                run.pr_number,
+                login=MAINTAINER,
+                event="REQUEST_CHANGES",
+                body="Again.",
+                comments=[{"path": "greeting.txt", "line": 1, "body": suggestion}],
+            )
+            done = stack.wait_for(
+                f"round {index + 1}", lambda index=index: _done(engine, run.id, index + 1), timeout=240, poll=0.02
+            )
             ended = time.time()
             session = [s for s in runs.sessions(engine, run.id) if s.kind == "fix"][-1]
             rows.append((ended - started, (session.ended_at - session.started_at).total_seconds()))
@@ -106,12 +123,16 @@ def print_table(rows: list[tuple[float, float]], work: float) -> None:
     totals, agents = [r[0] for r in rows], [r[1] for r in rows]
     overheads = [t - a for t, a in rows]
     ratios = [t / a for t, a in rows]
-    print(f"| rounds | agent work | total, median (range) | agent session, median | lanebot's overhead, median "
-          f"(range) | total / agent |")
+    print(
+        "| rounds | agent work | total, median (range) | agent session, median | lanebot's overhead, median "
+        "(range) | total / agent |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
-    print(f"| {len(rows)} | {work:.1f} s | {statistics.median(totals):.2f} s ({min(totals):.2f}–{max(totals):.2f}) | "
-          f"{statistics.median(agents):.2f} s | {statistics.median(overheads):.2f} s "
-          f"({min(overheads):.2f}–{max(overheads):.2f}) | {statistics.median(ratios):.2f}× |")
+    print(
+        f"| {len(rows)} | {work:.1f} s | {statistics.median(totals):.2f} s ({min(totals):.2f}–{max(totals):.2f}) | "
+        f"{statistics.median(agents):.2f} s | {statistics.median(overheads):.2f} s "
+        f"({min(overheads):.2f}–{max(overheads):.2f}) | {statistics.median(ratios):.2f}× |"
+    )
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.applications import Starlette
 
-from bot.web.app import create_app
 from bot.edges.settings import Settings
+from bot.web.app import create_app
 
 SECRET = "test-webhook-secret"
 WEBHOOK_PATH = "/api/github/webhooks"
@@ -38,8 +38,13 @@ def private_key_pem() -> str:
 
 
 def make_settings(database_url: str = "sqlite://", **overrides: Any) -> Settings:
-    values: dict[str, Any] = dict(app_id="4711", private_key=private_key_pem(), webhook_secret=SECRET,
-                                  webhook_path=WEBHOOK_PATH, database_url=database_url)
+    values: dict[str, Any] = dict(
+        app_id="4711",
+        private_key=private_key_pem(),
+        webhook_secret=SECRET,
+        webhook_path=WEBHOOK_PATH,
+        database_url=database_url,
+    )
     values.update(overrides)
     return Settings(**values)
 
@@ -48,8 +53,14 @@ def sign(body: bytes, secret: str = SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def delivery_headers(event: str, body: bytes, *, delivery_id: str | None = None, secret: str = SECRET,
-                     content_type: str = "application/json") -> dict[str, str]:
+def delivery_headers(
+    event: str,
+    body: bytes,
+    *,
+    delivery_id: str | None = None,
+    secret: str = SECRET,
+    content_type: str = "application/json",
+) -> dict[str, str]:
     return {
         "X-GitHub-Event": event,
         "X-GitHub-Delivery": delivery_id or str(uuid.uuid4()),

@@ -15,24 +15,31 @@ from typing import Any
 
 import yaml
 
-from bot.sandbox.state import Ids
+from bot.core.workflow import deep_merge
 from bot.edges.settings import Settings
 from bot.edges.store import runs as store
 from bot.edges.workflow_files import DEFAULT_WORKFLOW
-from bot.core.workflow import deep_merge
+from bot.sandbox.state import Ids
 from tests.app_helpers import private_key_pem
 
 ISSUE = 1  # the sandbox numbers a repository's first issue 1
 OWNER, REPO = "octo-org", "tasks"
 INSTALLATION = next(Ids().installations)  # the installation a new sandbox makes first (for OWNER)
-GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C",
-           "GIT_AUTHOR_NAME": "Someone Else", "GIT_AUTHOR_EMAIL": "someone@example.com",
-           "GIT_COMMITTER_NAME": "Someone Else", "GIT_COMMITTER_EMAIL": "someone@example.com"}
+GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "LC_ALL": "C",
+    "GIT_AUTHOR_NAME": "Someone Else",
+    "GIT_AUTHOR_EMAIL": "someone@example.com",
+    "GIT_COMMITTER_NAME": "Someone Else",
+    "GIT_COMMITTER_EMAIL": "someone@example.com",
+}
 
 
 def run_git(*args: str, cwd: Path) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, env={"PATH": os.environ["PATH"], **GIT_ENV},
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env={"PATH": os.environ["PATH"], **GIT_ENV}, capture_output=True, text=True
+    )
     assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
     return done.stdout.strip()
 
@@ -156,9 +163,16 @@ class Scenario:
 
 
 def make_settings(root: Path, database_url: str, api_url: str, **overrides: Any) -> Settings:
-    values: dict[str, Any] = dict(app_id="4711", private_key=private_key_pem(), webhook_secret="secret",
-                                  database_url=database_url, github_api_url=api_url, workdir=root / "work",
-                                  max_lanes=8, max_runs_per_repo=2)
+    values: dict[str, Any] = dict(
+        app_id="4711",
+        private_key=private_key_pem(),
+        webhook_secret="secret",
+        database_url=database_url,
+        github_api_url=api_url,
+        workdir=root / "work",
+        max_lanes=8,
+        max_runs_per_repo=2,
+    )
     values.update(overrides)
     return Settings(**values)
 
@@ -176,8 +190,13 @@ class RunnerContext:
 
 def approved_run(engine: Any, units: list[dict[str, Any]], issue_number: int = ISSUE) -> int:
     """A run of `units` that a maintainer has just approved."""
-    run = store.create_run(engine, installation_id=INSTALLATION, repository=f"{OWNER}/{REPO}",
-                           issue_number=issue_number, requested_by="maintainer")
+    run = store.create_run(
+        engine,
+        installation_id=INSTALLATION,
+        repository=f"{OWNER}/{REPO}",
+        issue_number=issue_number,
+        requested_by="maintainer",
+    )
     units_jsonl = "".join(json.dumps(unit) + "\n" for unit in units)
     store.add_plan(engine, run.id, units_jsonl=units_jsonl, source="hand")
     assert store.transition(engine, run.id, "planning", "awaiting_approval")
@@ -185,10 +204,23 @@ def approved_run(engine: Any, units: list[dict[str, Any]], issue_number: int = I
     return run.id
 
 
-def unit(unit_id: str, files: str, check: str, *, needs: tuple[str, ...] = (), brief: str = "Do the unit.",
-         title: str | None = None) -> dict[str, Any]:
-    return {"id": unit_id, "title": title or f"Unit {unit_id}", "needs": list(needs), "files": files,
-            "check": check, "brief": brief}
+def unit(
+    unit_id: str,
+    files: str,
+    check: str,
+    *,
+    needs: tuple[str, ...] = (),
+    brief: str = "Do the unit.",
+    title: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": unit_id,
+        "title": title or f"Unit {unit_id}",
+        "needs": list(needs),
+        "files": files,
+        "check": check,
+        "brief": brief,
+    }
 
 
 def recipe(path: str, content: str) -> str:

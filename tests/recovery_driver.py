@@ -20,11 +20,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.runner import orchestrator  # noqa: E402
-from bot.edges.git import Identity, Worktree, git  # noqa: E402
-from bot.edges.github.client import GitHubApp  # noqa: E402
-from bot.edges.store.db import make_engine  # noqa: E402
-from tests.lanes_helpers import RunnerContext, make_settings  # noqa: E402
+from bot.edges.git import Identity, Worktree, git
+from bot.edges.github.client import GitHubApp
+from bot.edges.store.db import make_engine
+from bot.runner import orchestrator
+from tests.lanes_helpers import RunnerContext, make_settings
 
 IDENTITY = Identity("test", "test@example.com").env()
 
@@ -55,8 +55,13 @@ def install_pause(where: str) -> None:
 async def main(database_url: str, api_url: str, workdir: str, run_id: int, private_key_file: str) -> None:
     install_pause(os.environ.get("LANEBOT_TEST_PAUSE", ""))
     engine = make_engine(database_url)
-    settings = make_settings(Path(workdir).parent, database_url, api_url, workdir=Path(workdir),
-                             private_key=Path(private_key_file).read_text())
+    settings = make_settings(
+        Path(workdir).parent,
+        database_url,
+        api_url,
+        workdir=Path(workdir),
+        private_key=Path(private_key_file).read_text(),
+    )
     async with GitHubApp(settings) as github:
         context = RunnerContext(engine=engine, github=github, settings=settings)
         runs = await orchestrator.recover_runs(context)

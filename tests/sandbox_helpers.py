@@ -39,8 +39,11 @@ APP_ID = 4711  # the App of tests.app_helpers.make_settings and tests.lanes_help
 def app_public_key() -> str:
     """The public half of the key lanebot's test settings sign JWTs with: what the sandbox verifies."""
     key = serialization.load_pem_private_key(private_key_pem().encode(), password=None)
-    return key.public_key().public_bytes(serialization.Encoding.PEM,
-                                         serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
 
 
 @functools.cache
@@ -55,8 +58,9 @@ def human_client(server: SandboxServer) -> HumanClient:
 
 
 @contextlib.contextmanager
-def served_sandbox(root: Path, *, webhook_client: httpx.AsyncClient | None = None,
-                   **config: Any) -> Iterator[SandboxServer]:
+def served_sandbox(
+    root: Path, *, webhook_client: httpx.AsyncClient | None = None, **config: Any
+) -> Iterator[SandboxServer]:
     """A new sandbox serving on loopback until the block ends; its state (git store) under `root`."""
     settings = SandboxConfig(public_key_pem=app_public_key(), app_id=APP_ID, state_dir=root / "sandbox", **config)
     server = SandboxServer(settings, webhook_client=webhook_client)
@@ -108,8 +112,17 @@ class SandboxRepository:
         self.installation_id: int = summary["installation_id"]
 
     @classmethod
-    def create(cls, server: SandboxServer, folder: Path, full_name: str, files: dict[str, str], *,
-               first_commit: str | None = None, private: bool = True, organization: bool = False) -> SandboxRepository:
+    def create(
+        cls,
+        server: SandboxServer,
+        folder: Path,
+        full_name: str,
+        files: dict[str, str],
+        *,
+        first_commit: str | None = None,
+        private: bool = True,
+        organization: bool = False,
+    ) -> SandboxRepository:
         """A repository whose default branch holds `files`, made from `folder` (which it fills). With
         `first_commit`, the project's own commit of that name is its whole history, as if pushed."""
         for path, content in files.items():
@@ -139,10 +152,12 @@ class SandboxRepository:
 
     # -- acting
 
-    def open_issue(self, title: str, body: str, *, login: str, role: str | None = None,
-                   labels: list[str] | None = None) -> int:
-        return self.human.open_issue(self.full_name, login=login, role=role, title=title, body=body,
-                                     labels=labels)["number"]
+    def open_issue(
+        self, title: str, body: str, *, login: str, role: str | None = None, labels: list[str] | None = None
+    ) -> int:
+        return self.human.open_issue(self.full_name, login=login, role=role, title=title, body=body, labels=labels)[
+            "number"
+        ]
 
     def commit(self, files: dict[str, str], message: str, scratch: Path) -> None:
         """A commit of `files` on the default branch, pushed straight into the git store (as setup: the
@@ -184,8 +199,11 @@ class SandboxRepository:
 
     def api_requests(self) -> list[tuple[str, str, int]]:
         """(method, path, status) of every REST request so far: not git's, not the human API's."""
-        return [(method, path, status) for method, path, status in list(self.sandbox.served)
-                if not path.startswith("/_sandbox/") and ".git/" not in path]
+        return [
+            (method, path, status)
+            for method, path, status in list(self.sandbox.served)
+            if not path.startswith("/_sandbox/") and ".git/" not in path
+        ]
 
 
 @dataclass
@@ -197,8 +215,10 @@ class WebhookInbox:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        kept = {name: request.headers[name] for name in ("Content-Type", "User-Agent", "X-GitHub-Event",
-                                                          "X-GitHub-Delivery", "X-Hub-Signature-256")}
+        kept = {
+            name: request.headers[name]
+            for name in ("Content-Type", "User-Agent", "X-GitHub-Event", "X-GitHub-Delivery", "X-Hub-Signature-256")
+        }
         with self._lock:
             self.deliveries.append((kept, request.content))
         return httpx.Response(202)
@@ -226,6 +246,7 @@ async def recording_tokens() -> AsyncIterator[tuple[httpx.AsyncClient, list[str]
             if response.status_code == 201:
                 tokens.append(response.json()["token"])
 
-    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0), verify=tls_context(),
-                                 event_hooks={"response": [note_token]}) as client:
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(30.0), verify=tls_context(), event_hooks={"response": [note_token]}
+    ) as client:
         yield client, tokens

@@ -65,24 +65,42 @@ class Bench:
 
     def install(self, name: str) -> None:
         wrapper = self.bin / name
-        wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_AGENT))} \"$@\"\n")
+        wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_AGENT))} "$@"\n')
         wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
-    def env(self, *, mode: str = "replay", replay: str | None = None, exit_status: int = 0,
-            **extra: str) -> dict[str, str]:
+    def env(
+        self, *, mode: str = "replay", replay: str | None = None, exit_status: int = 0, **extra: str
+    ) -> dict[str, str]:
         env = {
             "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
-            "FAKE_RECORD": str(self.record), "FAKE_PIDFILE": str(self.pidfile), "FAKE_MODE": mode,
-            "FAKE_EXIT": str(exit_status), **extra,
+            "FAKE_RECORD": str(self.record),
+            "FAKE_PIDFILE": str(self.pidfile),
+            "FAKE_MODE": mode,
+            "FAKE_EXIT": str(exit_status),
+            **extra,
         }
         if replay is not None:
             env["FAKE_REPLAY"] = str(FIXTURES / replay)
         return env
 
-    def request(self, env: dict[str, str], *, prompt: str = PROMPT, timeout: float = 30,
-                read_only: bool = False, brief: str | None = None) -> AgentRequest:
-        return AgentRequest(prompt=prompt, cwd=self.cwd, transcript=self.transcript, timeout=timeout,
-                            env=env, read_only=read_only, brief=brief)
+    def request(
+        self,
+        env: dict[str, str],
+        *,
+        prompt: str = PROMPT,
+        timeout: float = 30,
+        read_only: bool = False,
+        brief: str | None = None,
+    ) -> AgentRequest:
+        return AgentRequest(
+            prompt=prompt,
+            cwd=self.cwd,
+            transcript=self.transcript,
+            timeout=timeout,
+            env=env,
+            read_only=read_only,
+            brief=brief,
+        )
 
     def recorded(self) -> dict[str, Any]:
         return json.loads(self.record.read_text())
@@ -125,7 +143,7 @@ def live_members_of_group(group: int) -> list[int]:
             text = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = text[text.rfind(")") + 2:].split()
+        fields = text[text.rfind(")") + 2 :].split()
         if fields[2] == str(group) and fields[0] not in ("Z", "X"):
             members.append(int(entry.name))
     return members
@@ -136,7 +154,7 @@ def is_running(pid: int) -> bool:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return text[text.rfind(")") + 2:].split()[0] not in ("Z", "X")
+    return text[text.rfind(")") + 2 :].split()[0] not in ("Z", "X")
 
 
 async def until_exists(path: Path) -> None:
@@ -182,13 +200,23 @@ def test_claude_gets_the_prompt_on_stdin_and_never_in_argv(bench: Bench) -> None
 
 def test_claude_settings_choose_mode_model_and_extra_arguments(bench: Bench) -> None:
     bench.install("claude")
-    agent = make_agent("claude", {"permission_mode": "bypassPermissions", "model": "claude-sonnet-4-5",
-                                  "extra_args": ["--max-turns", "40"]})
+    agent = make_agent(
+        "claude",
+        {"permission_mode": "bypassPermissions", "model": "claude-sonnet-4-5", "extra_args": ["--max-turns", "40"]},
+    )
     run(agent.run(bench.request(bench.env(replay="claude_stream_success.jsonl"))))
 
     assert bench.recorded()["argv"] == [
-        "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "bypassPermissions",
-        "--model", "claude-sonnet-4-5", "--max-turns", "40",
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "bypassPermissions",
+        "--model",
+        "claude-sonnet-4-5",
+        "--max-turns",
+        "40",
     ]
 
 
@@ -205,8 +233,9 @@ def test_claude_read_only_runs_in_plan_mode_with_editing_and_shell_tools_denied(
 
 def test_claude_error_result_is_a_failure_named_by_its_subtype_even_when_is_error_is_false(bench: Bench) -> None:
     bench.install("claude")
-    result = run(make_agent("claude", {}).run(
-        bench.request(bench.env(replay="claude_stream_error_during_execution.jsonl"))))
+    result = run(
+        make_agent("claude", {}).run(bench.request(bench.env(replay="claude_stream_error_during_execution.jsonl")))
+    )
 
     assert not result.ok
     assert "error_during_execution" in result.error
@@ -216,8 +245,9 @@ def test_claude_error_result_is_a_failure_named_by_its_subtype_even_when_is_erro
 
 def test_claude_reporting_success_but_exiting_non_zero_is_a_failure(bench: Bench) -> None:
     bench.install("claude")
-    result = run(make_agent("claude", {}).run(
-        bench.request(bench.env(replay="claude_stream_success.jsonl", exit_status=2))))
+    result = run(
+        make_agent("claude", {}).run(bench.request(bench.env(replay="claude_stream_success.jsonl", exit_status=2)))
+    )
 
     assert not result.ok
     assert result.exit_status == 2
@@ -248,9 +278,12 @@ def test_missing_claude_binary_raises_agent_not_found_naming_the_binary_and_the_
 
 def test_claude_stream_parser_ignores_unknown_events_and_non_json_lines() -> None:
     parser = ClaudeStreamParser()
-    for line in ('{"type":"rate_limit_event","rate_limit_info":{"status":"allowed"}}', "not json",
-                 '{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":50,'
-                 '"errors":["Reached maximum number of turns (50)"]}'):
+    for line in (
+        '{"type":"rate_limit_event","rate_limit_info":{"status":"allowed"}}',
+        "not json",
+        '{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":50,'
+        '"errors":["Reached maximum number of turns (50)"]}',
+    ):
         parser.feed(line, json.loads(line) if line.startswith("{") else None)
 
     conclusion = parser.conclude(1)
@@ -285,8 +318,16 @@ def test_codex_read_only_uses_the_read_only_sandbox_and_the_configured_model(ben
     agent = make_agent("codex", SimpleNamespace(binary="codex", model="gpt-5-codex", extra_args=["--ephemeral"]))
     result = run(agent.run(bench.request(bench.env(replay="codex_exec_file_change.jsonl"), read_only=True)))
 
-    assert bench.recorded()["argv"] == ["exec", "--json", "--model", "gpt-5-codex", "--sandbox", "read-only",
-                                        "--ephemeral", "-"]
+    assert bench.recorded()["argv"] == [
+        "exec",
+        "--json",
+        "--model",
+        "gpt-5-codex",
+        "--sandbox",
+        "read-only",
+        "--ephemeral",
+        "-",
+    ]
     assert result.final_message.startswith("Created `new.txt`")
 
 
@@ -300,13 +341,16 @@ def test_codex_failed_turn_is_a_failure_carrying_codex_message(bench: Bench) -> 
 
 
 def test_codex_transient_error_followed_by_a_completed_turn_is_a_success() -> None:
-    parser = _feed(CodexStreamParser(), [
-        '{"type":"thread.started","thread_id":"t1"}',
-        '{"type":"error","message":"Reconnecting... 1/5 (stream disconnected before completion)"}',
-        '{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Falling back to HTTPS."}}',
-        '{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"done"}}',
-        '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":5,"output_tokens":3}}',
-    ])
+    parser = _feed(
+        CodexStreamParser(),
+        [
+            '{"type":"thread.started","thread_id":"t1"}',
+            '{"type":"error","message":"Reconnecting... 1/5 (stream disconnected before completion)"}',
+            '{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Falling back to HTTPS."}}',
+            '{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"done"}}',
+            '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":5,"output_tokens":3}}',
+        ],
+    )
 
     conclusion = parser.conclude(0)
 
@@ -316,10 +360,13 @@ def test_codex_transient_error_followed_by_a_completed_turn_is_a_success() -> No
 
 
 def test_codex_error_never_followed_by_a_completed_turn_is_a_failure() -> None:
-    parser = _feed(CodexStreamParser(), [
-        '{"type":"turn.started"}',
-        '{"type":"error","message":"unexpected status 401 Unauthorized"}',
-    ])
+    parser = _feed(
+        CodexStreamParser(),
+        [
+            '{"type":"turn.started"}',
+            '{"type":"error","message":"unexpected status 401 Unauthorized"}',
+        ],
+    )
 
     assert parser.conclude(1).error == "codex reported an error: unexpected status 401 Unauthorized"
 
@@ -331,12 +378,15 @@ def test_codex_session_without_turn_completed_is_a_failure() -> None:
 
 
 def test_codex_older_msg_shaped_stream_is_read_too() -> None:
-    parser = _feed(CodexStreamParser(), [
-        '{"id":"0","msg":{"type":"task_started"}}',
-        '{"id":"0","msg":{"type":"agent_message","message":"legacy"}}',
-        '{"id":"0","msg":{"type":"token_count","info":{"total_token_usage":{"input_tokens":7,"output_tokens":2}}}}',
-        '{"id":"0","msg":{"type":"task_complete","last_agent_message":"Legacy final."}}',
-    ])
+    parser = _feed(
+        CodexStreamParser(),
+        [
+            '{"id":"0","msg":{"type":"task_started"}}',
+            '{"id":"0","msg":{"type":"agent_message","message":"legacy"}}',
+            '{"id":"0","msg":{"type":"token_count","info":{"total_token_usage":{"input_tokens":7,"output_tokens":2}}}}',
+            '{"id":"0","msg":{"type":"task_complete","last_agent_message":"Legacy final."}}',
+        ],
+    )
 
     conclusion = parser.conclude(0)
 
@@ -379,8 +429,11 @@ def test_command_gets_the_prompt_on_stdin_and_in_a_temporary_file_removed_afterw
 
 def test_command_final_message_is_the_last_json_result_when_the_tool_prints_one(bench: Bench) -> None:
     bench.install("my-agent")
-    result = run(make_agent("command", {"argv": ["my-agent"]}).run(
-        bench.request(bench.env(replay="claude_stream_success.jsonl"), read_only=True)))
+    result = run(
+        make_agent("command", {"argv": ["my-agent"]}).run(
+            bench.request(bench.env(replay="claude_stream_success.jsonl"), read_only=True)
+        )
+    )
 
     assert result.final_message == "ABRACADABRA"
     assert bench.recorded()["env"]["LANEBOT_READ_ONLY"] == "1"
@@ -388,8 +441,11 @@ def test_command_final_message_is_the_last_json_result_when_the_tool_prints_one(
 
 def test_command_exit_status_decides_success(bench: Bench) -> None:
     bench.install("my-agent")
-    result = run(make_agent("command", {"argv": ["my-agent"]}).run(
-        bench.request(bench.env(replay="codex_exec_command.jsonl", exit_status=4))))
+    result = run(
+        make_agent("command", {"argv": ["my-agent"]}).run(
+            bench.request(bench.env(replay="codex_exec_command.jsonl", exit_status=4))
+        )
+    )
 
     assert not result.ok
     assert result.exit_status == 4
@@ -436,8 +492,7 @@ def test_a_group_that_ignores_sigterm_is_killed_after_the_grace_period(bench: Be
     agent = ClaudeAgent(ClaudeSettings(), grace_s=0.2)
     started: list[int] = []
 
-    result = run(agent.run(bench.request(bench.env(mode="hang-ignoring-term"), timeout=1.5),
-                           on_start=started.append))
+    result = run(agent.run(bench.request(bench.env(mode="hang-ignoring-term"), timeout=1.5), on_start=started.append))
 
     assert result.timed_out
     assert not is_running(int(bench.pidfile.read_text()))
@@ -451,8 +506,9 @@ def test_cancelling_the_run_stops_the_process_group_and_reraises(bench: Bench) -
     started: list[int] = []
 
     async def scenario() -> None:
-        task = asyncio.ensure_future(agent.run(bench.request(bench.env(mode="hang"), timeout=600),
-                                               on_start=started.append))
+        task = asyncio.ensure_future(
+            agent.run(bench.request(bench.env(mode="hang"), timeout=600), on_start=started.append)
+        )
         await until_exists(bench.pidfile)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -472,8 +528,11 @@ def test_processes_an_agent_leaves_running_are_stopped_when_it_exits(bench: Benc
     agent = ClaudeAgent(ClaudeSettings(), grace_s=1.0)
     started: list[int] = []
 
-    result = run(agent.run(bench.request(bench.env(mode="orphan", replay="claude_stream_success.jsonl")),
-                           on_start=started.append))
+    result = run(
+        agent.run(
+            bench.request(bench.env(mode="orphan", replay="claude_stream_success.jsonl")), on_start=started.append
+        )
+    )
 
     assert result.ok
     assert not is_running(int(bench.pidfile.read_text()))
@@ -484,8 +543,11 @@ def test_processes_an_agent_leaves_running_are_stopped_when_it_exits(bench: Benc
 def test_on_start_receives_the_pid_of_the_agent_process(bench: Bench) -> None:
     bench.install("claude")
     started: list[int] = []
-    run(make_agent("claude", {}).run(bench.request(bench.env(replay="claude_stream_success.jsonl")),
-                                     on_start=started.append))
+    run(
+        make_agent("claude", {}).run(
+            bench.request(bench.env(replay="claude_stream_success.jsonl")), on_start=started.append
+        )
+    )
 
     assert started == [bench.recorded()["pid"]]
 
@@ -554,7 +616,7 @@ def test_an_overlong_line_is_recorded_truncated_with_its_size(bench: Bench, monk
 
 # --- recipe ---------------------------------------------------------------------------------------
 
-RECIPE = '''Write the app and drop the old script.
+RECIPE = """Write the app and drop the old script.
 
 ```python path=src/app.py
 def main():
@@ -573,7 +635,7 @@ Some code for illustration only, not a file:
 ```python
 print("not written")
 ```
-'''
+"""
 
 
 def test_recipe_writes_each_file_verbatim_and_deletes_the_marked_ones(bench: Bench) -> None:
@@ -590,12 +652,15 @@ def test_recipe_writes_each_file_verbatim_and_deletes_the_marked_ones(bench: Ben
     assert recorded == [("write", "src/app.py"), ("write", "docs/read me.md"), ("delete", "old.sh")]
 
 
-@pytest.mark.parametrize("path, reason", [
-    ("/etc/passwd", "is absolute"),
-    ("../outside.txt", "climbs out"),
-    ("src/../../outside.txt", "climbs out"),
-    (".git/hooks/pre-commit", "inside .git"),
-])
+@pytest.mark.parametrize(
+    "path, reason",
+    [
+        ("/etc/passwd", "is absolute"),
+        ("../outside.txt", "climbs out"),
+        ("src/../../outside.txt", "climbs out"),
+        (".git/hooks/pre-commit", "inside .git"),
+    ],
+)
 def test_recipe_refuses_paths_outside_the_worktree_and_writes_nothing(bench: Bench, path: str, reason: str) -> None:
     brief = f"```text path=fine.txt\nok\n```\n\n```sh path={path}\nexit 1\n```\n"
     result = run(make_agent("recipe").run(bench.request({}, brief=brief)))
@@ -626,7 +691,10 @@ def test_recipe_without_any_file_block_is_a_failure_that_explains_the_format(ben
 def test_recipe_names_an_unclosed_block_and_a_path_given_twice() -> None:
     parsed = parse_recipe("```a path=x.txt\n1\n```\n```b path=x.txt\n2\n```\n```c path=y.txt\nnever closed\n")
 
-    assert parsed.problems == ("line 7: the block for y.txt is never closed", "line 4: x.txt was already given on line 1")
+    assert parsed.problems == (
+        "line 7: the block for y.txt is never closed",
+        "line 4: x.txt was already given on line 1",
+    )
 
 
 def test_recipe_refuses_read_only_sessions(bench: Bench) -> None:
@@ -639,10 +707,24 @@ def test_recipe_refuses_read_only_sessions(bench: Bench) -> None:
 # --- http (planning) ------------------------------------------------------------------------------
 
 UNITS = [
-    {"id": "schema", "title": "Add the status column", "needs": [], "files": "^migrations/",
-     "check": "pytest tests/test_migration.py -q", "brief": "Add a nullable status column.", "estimate": 10},
-    {"id": "api", "title": "Expose status", "needs": ["schema"], "files": "^app/api/",
-     "check": "pytest tests/test_api.py -q", "brief": "Return status from GET /tasks.", "estimate": None},
+    {
+        "id": "schema",
+        "title": "Add the status column",
+        "needs": [],
+        "files": "^migrations/",
+        "check": "pytest tests/test_migration.py -q",
+        "brief": "Add a nullable status column.",
+        "estimate": 10,
+    },
+    {
+        "id": "api",
+        "title": "Expose status",
+        "needs": ["schema"],
+        "files": "^app/api/",
+        "check": "pytest tests/test_api.py -q",
+        "brief": "Return status from GET /tasks.",
+        "estimate": None,
+    },
 ]
 EXPECTED_PLAN = (
     '{"id": "schema", "title": "Add the status column", "needs": [], "files": "^migrations/", '
@@ -652,26 +734,51 @@ EXPECTED_PLAN = (
 )
 # The shape of a forced tool call's response in Anthropic's tool-use documentation.
 ANTHROPIC_RESPONSE = {
-    "id": "msg_01Aq9w938a90dw8q", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-    "content": [{"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "record_plan",
-                 "input": {"units": UNITS}}],
-    "stop_reason": "tool_use", "stop_sequence": None,
-    "usage": {"input_tokens": 2095, "output_tokens": 503, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+    "id": "msg_01Aq9w938a90dw8q",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5",
+    "content": [
+        {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "record_plan", "input": {"units": UNITS}}
+    ],
+    "stop_reason": "tool_use",
+    "stop_sequence": None,
+    "usage": {
+        "input_tokens": 2095,
+        "output_tokens": 503,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    },
 }
 # The shape of a chat completion with Structured Outputs in OpenAI's API reference.
 OPENAI_RESPONSE = {
-    "id": "chatcmpl-9nYAG9LPNonX8DAyrkwYfemr3C8HC", "object": "chat.completion", "created": 1721596428,
+    "id": "chatcmpl-9nYAG9LPNonX8DAyrkwYfemr3C8HC",
+    "object": "chat.completion",
+    "created": 1721596428,
     "model": "gpt-4o-2024-08-06",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps({"units": UNITS}), "refusal": None},
-                 "logprobs": None, "finish_reason": "stop"}],
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": json.dumps({"units": UNITS}), "refusal": None},
+            "logprobs": None,
+            "finish_reason": "stop",
+        }
+    ],
     "usage": {"prompt_tokens": 81, "completion_tokens": 11, "total_tokens": 92},
 }
 API_KEY = "sk-test-key-that-must-stay-in-the-header"
 
 
 def test_http_anthropic_forces_the_plan_tool_and_returns_the_plan_as_jsonl(bench: Bench) -> None:
-    agent = make_agent("http", {"provider": "anthropic", "url": "https://anthropic.test/v1/messages", "model": "claude-sonnet-4-5",
-                                "api_key_env": "PLANNER_KEY"})
+    agent = make_agent(
+        "http",
+        {
+            "provider": "anthropic",
+            "url": "https://anthropic.test/v1/messages",
+            "model": "claude-sonnet-4-5",
+            "api_key_env": "PLANNER_KEY",
+        },
+    )
     with respx.mock(assert_all_called=True) as api:
         route = api.post("https://anthropic.test/v1/messages").respond(200, json=ANTHROPIC_RESPONSE)
         result = run(agent.run(bench.request({"PLANNER_KEY": API_KEY}, read_only=True)))
@@ -690,7 +797,9 @@ def test_http_anthropic_forces_the_plan_tool_and_returns_the_plan_as_jsonl(bench
 
 
 def test_http_openai_asks_for_a_strict_json_schema_and_returns_the_plan_as_jsonl(bench: Bench) -> None:
-    agent = make_agent("http", {"provider": "openai", "url": "https://llm.test/v1/chat/completions", "model": "gpt-4o-2024-08-06"})
+    agent = make_agent(
+        "http", {"provider": "openai", "url": "https://llm.test/v1/chat/completions", "model": "gpt-4o-2024-08-06"}
+    )
     with respx.mock(assert_all_called=True) as api:
         route = api.post("https://llm.test/v1/chat/completions").respond(200, json=OPENAI_RESPONSE)
         result = run(agent.run(bench.request({"OPENAI_API_KEY": API_KEY}, read_only=True)))
@@ -706,9 +815,21 @@ def test_http_openai_asks_for_a_strict_json_schema_and_returns_the_plan_as_jsonl
 
 
 def test_http_refusal_is_a_failure(bench: Bench) -> None:
-    refusal = {**OPENAI_RESPONSE, "choices": [{"index": 0, "message": {
-        "role": "assistant", "content": None, "refusal": "I'm sorry, I cannot assist with that request."},
-        "logprobs": None, "finish_reason": "stop"}]}
+    refusal = {
+        **OPENAI_RESPONSE,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "refusal": "I'm sorry, I cannot assist with that request.",
+                },
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+    }
     agent = make_agent("http", {"provider": "openai", "url": "https://llm.test/v1/chat/completions", "model": "m"})
     with respx.mock() as api:
         api.post("https://llm.test/v1/chat/completions").respond(200, json=refusal)
@@ -759,7 +880,9 @@ def test_http_only_runs_read_only_sessions(bench: Bench) -> None:
 
 def test_make_agent_knows_every_adapter_and_refuses_an_unknown_name() -> None:
     assert AGENT_NAMES == ("claude", "codex", "command", "recipe", "http")
-    with pytest.raises(AgentConfigError, match="unknown agent 'gpt'; lanebot knows claude, codex, command, recipe, http"):
+    with pytest.raises(
+        AgentConfigError, match="unknown agent 'gpt'; lanebot knows claude, codex, command, recipe, http"
+    ):
         make_agent("gpt", {})
 
 
@@ -780,7 +903,9 @@ def test_settings_are_validated_with_the_allowed_values_named() -> None:
 
 
 def test_settings_may_be_an_object_with_attributes() -> None:
-    agent = make_agent("claude", SimpleNamespace(binary="/opt/claude", permission_mode="plan", model=None, extra_args=()))
+    agent = make_agent(
+        "claude", SimpleNamespace(binary="/opt/claude", permission_mode="plan", model=None, extra_args=())
+    )
 
     assert isinstance(agent, ClaudeAgent)
     assert agent.settings == ClaudeSettings(binary="/opt/claude", permission_mode="plan")

@@ -13,9 +13,9 @@ from starlette.applications import Starlette
 
 import bot.web.app
 from bot import __version__
-from bot.web.app import create_app
 from bot.cli import main
 from bot.edges.store import db, deliveries
+from bot.web.app import create_app
 from tests.app_helpers import (
     as_app_delivery,
     delivery_headers,
@@ -38,8 +38,16 @@ APP_SETTINGS = ("APP_ID", "PRIVATE_KEY", "PRIVATE_KEY_PATH", "WEBHOOK_SECRET")
 def clean_environment(tmp_path, monkeypatch):
     """A working folder with no .env and none of lanebot's settings in the environment."""
     monkeypatch.chdir(tmp_path)
-    for name in (*APP_SETTINGS, "DATABASE_URL", "HOST", "PORT", "LOG_LEVEL", "WEBHOOK_PATH", "GITHUB_API_URL",
-                 "LANEBOT_RECOVER_DELIVERIES"):
+    for name in (
+        *APP_SETTINGS,
+        "DATABASE_URL",
+        "HOST",
+        "PORT",
+        "LOG_LEVEL",
+        "WEBHOOK_PATH",
+        "GITHUB_API_URL",
+        "LANEBOT_RECOVER_DELIVERIES",
+    ):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
 
@@ -87,9 +95,20 @@ async def test_the_webhook_listens_at_the_configured_path(engine):
 
 async def test_with_recovery_enabled_start_up_asks_github_for_missed_deliveries(engine):
     redelivered = asyncio.Event()
-    missed = {"id": 77, "guid": "guid-missed", "delivered_at": "2099-01-01T00:00:00Z", "redelivery": False,
-              "duration": 0.1, "status": "Invalid HTTP Response: 502", "status_code": 502, "event": "issues",
-              "action": "opened", "installation_id": 4242, "repository_id": 1, "throttled_at": None}
+    missed = {
+        "id": 77,
+        "guid": "guid-missed",
+        "delivered_at": "2099-01-01T00:00:00Z",
+        "redelivery": False,
+        "duration": 0.1,
+        "status": "Invalid HTTP Response: 502",
+        "status_code": 502,
+        "event": "issues",
+        "action": "opened",
+        "installation_id": 4242,
+        "repository_id": 1,
+        "throttled_at": None,
+    }
 
     def accept(request):
         redelivered.set()

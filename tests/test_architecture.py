@@ -18,8 +18,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bot"
 PURE_FOLDERS = ("core", "render")
-IO_MODULES = ("subprocess", "socket", "asyncio", "httpx", "sqlalchemy", "gidgethub", "starlette", "anyio",
-              "sqlmodel", "uvicorn", "psycopg", "alembic", "celery", "multiprocessing", "selectors")
+IO_MODULES = (
+    "subprocess",
+    "socket",
+    "asyncio",
+    "httpx",
+    "sqlalchemy",
+    "gidgethub",
+    "starlette",
+    "anyio",
+    "sqlmodel",
+    "uvicorn",
+    "psycopg",
+    "alembic",
+    "celery",
+    "multiprocessing",
+    "selectors",
+)
 # The standard library's package-metadata reader, which pydantic imports to look for plugins, loads
 # `email.utils`, which imports `socket` (for getfqdn) and through it `selectors`; nothing is opened.
 ALLOWED_VIA = "importlib.metadata"
@@ -112,8 +127,13 @@ def import_chains(importtime_report: str) -> dict[str, list[str]]:
 
 
 def test_the_pure_folders_load_no_io_module_in_a_fresh_interpreter():
-    result = subprocess.run([sys.executable, "-X", "importtime", "-c", _LOAD_PURE_FOLDERS], cwd=ROOT,
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", _LOAD_PURE_FOLDERS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert len(json.loads(result.stdout)) >= 10  # the walk found the folders' modules
     chains = import_chains(result.stderr)
     loaded_io = {name: chain for name, chain in chains.items() if name.partition(".")[0] in IO_MODULES}
@@ -121,8 +141,17 @@ def test_the_pure_folders_load_no_io_module_in_a_fresh_interpreter():
 
 
 def test_the_import_chains_name_who_loaded_a_module():
-    report = "\n".join(f"import time: 1 | 1 | {row}" for row in (
-        "header", "      socket", "    email.utils", "  importlib.metadata", "bot.core.workflow", "bot.core.text"))
+    report = "\n".join(
+        f"import time: 1 | 1 | {row}"
+        for row in (
+            "header",
+            "      socket",
+            "    email.utils",
+            "  importlib.metadata",
+            "bot.core.workflow",
+            "bot.core.text",
+        )
+    )
     chains = import_chains(report)
     assert chains["socket"] == ["bot.core.workflow", "importlib.metadata", "email.utils"]
     assert chains["bot.core.text"] == []

@@ -33,8 +33,10 @@ def test_the_two_buttons_fit_githubs_limits_on_label_description_and_identifier(
     assert RETRY_LANE.label == "Retry lane" and RERUN_VERIFY.label == "Re-run verify"
 
 
-@pytest.mark.parametrize("fields", [("A label longer than 20", "d", "i"), ("l", "d" * 41, "i"), ("l", "d", ""),
-                                    ("l", "d", "an-identifier-too-long")])
+@pytest.mark.parametrize(
+    "fields",
+    [("A label longer than 20", "d", "i"), ("l", "d" * 41, "i"), ("l", "d", ""), ("l", "d", "an-identifier-too-long")],
+)
 def test_an_action_past_githubs_limits_is_refused_naming_the_field(fields):
     with pytest.raises(ValueError, match="must be 1 to"):
         CheckAction(*fields)
@@ -46,8 +48,16 @@ def test_a_check_report_carries_at_most_three_actions():
 
 
 def lane(passed: bool, offer: bool) -> CheckReport:
-    return lane_report(unit_id="api", attempt=2, passed=passed, reason=None if passed else "its check exited with 1",
-                       changed_paths=[], check_output="", transcript="t", offer_retry=offer)
+    return lane_report(
+        unit_id="api",
+        attempt=2,
+        passed=passed,
+        reason=None if passed else "its check exited with 1",
+        changed_paths=[],
+        check_output="",
+        transcript="t",
+        offer_retry=offer,
+    )
 
 
 def test_only_a_failed_lane_attempt_with_no_retry_left_offers_retry_lane():
@@ -59,15 +69,18 @@ def test_only_a_failed_lane_attempt_with_no_retry_left_offers_retry_lane():
 
 def test_only_a_failed_verify_with_no_repair_left_offers_rerun_verify():
     def report(passed: bool, offer: bool) -> CheckReport:
-        return verify_report(passed=passed, command="make test", output="", reason=None, transcript=None,
-                             offer_rerun=offer)
+        return verify_report(
+            passed=passed, command="make test", output="", reason=None, transcript=None, offer_rerun=offer
+        )
+
     assert report(False, True).actions == (RERUN_VERIFY,)
     assert report(False, False).actions == () and report(True, True).actions == ()
 
 
 def test_the_note_on_a_rerun_check_names_who_asked_keeps_the_old_summary_and_fits_githubs_cap():
-    title, summary = rerun_note(requested_by="maria", what="a retry of lane api", check_name="lanebot / api",
-                                summary="**Why it failed:** boom")
+    title, summary = rerun_note(
+        requested_by="maria", what="a retry of lane api", check_name="lanebot / api", summary="**Why it failed:** boom"
+    )
     assert title == "a retry of lane api requested by @maria"
     assert summary.startswith("**@maria asked for a retry of lane api.**")
     assert "new `lanebot / api` check run" in summary and summary.endswith("**Why it failed:** boom")
@@ -78,23 +91,29 @@ def test_the_note_on_a_rerun_check_names_who_asked_keeps_the_old_summary_and_fit
 # --------------------------------------------------------------------------- what a click asks for (pure)
 
 
-@pytest.mark.parametrize(("check", "identifier", "expected"), [
-    (LANE, None, Rerun(7, "api")),
-    (LANE, "retry-lane", Rerun(7, "api")),
-    (VERIFY, None, Rerun(7, None)),
-    (VERIFY, "rerun-verify", Rerun(7, None)),
-])
+@pytest.mark.parametrize(
+    ("check", "identifier", "expected"),
+    [
+        (LANE, None, Rerun(7, "api")),
+        (LANE, "retry-lane", Rerun(7, "api")),
+        (VERIFY, None, Rerun(7, None)),
+        (VERIFY, "rerun-verify", Rerun(7, None)),
+    ],
+)
 def test_a_rerun_or_a_button_asks_for_what_that_check_ran(check, identifier, expected):
     assert rerun_asked(check, identifier) == expected
 
 
-@pytest.mark.parametrize(("check", "identifier", "why"), [
-    ({"name": "ci / tests", "external_id": "build-12"}, None, "not one of lanebot's"),
-    (LANE, "rerun-verify", "not one lanebot offers"),
-    (VERIFY, "retry-lane", "not one lanebot offers"),
-    ({"name": "lanebot / other", "external_id": external_id(7, "api")}, None, "is not lane api's"),
-    ({"name": "lanebot / review", "external_id": external_id(7)}, None, "not lanebot's verify check"),
-])
+@pytest.mark.parametrize(
+    ("check", "identifier", "why"),
+    [
+        ({"name": "ci / tests", "external_id": "build-12"}, None, "not one of lanebot's"),
+        (LANE, "rerun-verify", "not one lanebot offers"),
+        (VERIFY, "retry-lane", "not one lanebot offers"),
+        ({"name": "lanebot / other", "external_id": external_id(7, "api")}, None, "is not lane api's"),
+        ({"name": "lanebot / review", "external_id": external_id(7)}, None, "not lanebot's verify check"),
+    ],
+)
 def test_a_check_run_or_button_that_is_not_lanebots_asks_for_nothing(check, identifier, why):
     assert why in rerun_asked(check, identifier)
 
@@ -102,8 +121,10 @@ def test_a_check_run_or_button_that_is_not_lanebots_asks_for_nothing(check, iden
 def test_a_lane_retry_needs_a_blocked_run_and_that_lane_failed():
     assert rerun_refusal(Rerun(7, "api"), "blocked", {"api": "failed", "cli": "merged"}) is None
     assert "cannot retry a run that is running" in rerun_refusal(Rerun(7, "api"), "running", {"api": "running"})
-    assert rerun_refusal(Rerun(7, "cli"), "blocked", {"api": "failed", "cli": "merged"}) == \
-        "lane 'cli' is merged, not failed"
+    assert (
+        rerun_refusal(Rerun(7, "cli"), "blocked", {"api": "failed", "cli": "merged"})
+        == "lane 'cli' is merged, not failed"
+    )
     assert rerun_refusal(Rerun(7, "gone"), "blocked", {"api": "failed"}) == "the run has no lane 'gone'"
 
 
@@ -137,8 +158,9 @@ async def test_finishing_a_check_sends_its_buttons_and_an_empty_list_clears_them
 @pytest.mark.anyio
 async def test_acknowledging_a_rerun_edits_only_the_output_and_takes_the_buttons_away():
     client = RecordingClient()
-    title, summary = rerun_note(requested_by="maria", what="a retry of lane api", check_name="lanebot / api",
-                                summary="boom")
+    title, summary = rerun_note(
+        requested_by="maria", what="a retry of lane api", check_name="lanebot / api", summary="boom"
+    )
     await acknowledge_rerun(client, "octo/app", 5, title=title, summary=summary)
     [(_, url_vars, data)] = client.patches
     assert url_vars == {"owner": "octo", "repo": "app", "check_run_id": 5}
@@ -154,8 +176,7 @@ async def test_acknowledging_a_rerun_edits_only_the_output_and_takes_the_buttons
 async def test_only_the_lane_attempt_that_blocks_the_run_offers_retry_lane(tmp_path, monkeypatch, sqlite_url):
     steps = {"api": {"default": {"write": {"app/api/status.py": "broken = True\n"}}}}
     plan = [unit("api", "^app/api/", "grep -q fixed app/api/status.py")]
-    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 1},
-                     steps=steps) as w:
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 1}, steps=steps) as w:
         assert await w.drive(approved_run(w.context.engine, plan)) == "blocked"
         failed = [c for c in w.github.checks_named("lanebot / api") if c["conclusion"] == "failure"]
         assert [c.get("actions") for c in failed] == [[], [RETRY_LANE.to_api()]]
@@ -164,8 +185,9 @@ async def test_only_the_lane_attempt_that_blocks_the_run_offers_retry_lane(tmp_p
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_only_the_verify_that_blocks_the_run_offers_rerun_verify(tmp_path, monkeypatch, sqlite_url):
-    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"},
-                     integrate={"verify": "exit 3", "max_retries": 1}) as w:
+    async with world(
+        tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"}, integrate={"verify": "exit 3", "max_retries": 1}
+    ) as w:
         assert await w.drive(approved_run(w.context.engine, WORKED_EXAMPLE[:1])) == "blocked"
         verifies = w.github.checks_named("lanebot / verify")
         assert [c["conclusion"] for c in verifies] == ["failure", "failure"]

@@ -19,25 +19,30 @@ from typing import Any
 import pytest
 from gidgethub import BadRequest
 
+from bot.cli import main
+from bot.core.workflow import WorkflowError
+from bot.edges.git import Mirror
+from bot.edges.store import runs as store
+from bot.edges.store.models import Lane, Run
+from bot.edges.workflow_files import load_workflow
 from bot.runner.cleanup import (
     ClosedPull,
+    RunRecord,
+    collect,
     delete_branch,
+    disk_usage,
+    human_bytes,
+    is_finished,
     lane_branches,
     mirror_paths,
+    parse_age,
+    plan_collection,
     record_pull_closed,
     remove_run_files,
     run_paths,
 )
-from bot.cli import main
-from bot.runner.cleanup import RunRecord, collect, disk_usage, human_bytes, is_finished, parse_age, plan_collection
-from bot.edges.git import Mirror
-from bot.web.handlers.pull_request import lanebot_issue
 from bot.runner.runtime import Runtime
-from bot.edges.store import runs as store
-from bot.edges.store.db import make_engine
-from bot.edges.store.models import Lane, Run
-from bot.core.workflow import WorkflowError
-from bot.edges.workflow_files import load_workflow
+from bot.web.handlers.pull_request import lanebot_issue
 from tests.lanes_helpers import make_remote
 
 REPOSITORY = "octo/app"
@@ -48,22 +53,29 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def closed_payload(head_ref: str, *, head_repo: str = REPOSITORY) -> dict[str, Any]:
-    return {"repository": {"full_name": REPOSITORY},
-            "pull_request": {"number": 9, "head": {"ref": head_ref, "repo": {"full_name": head_repo}}}}
+    return {
+        "repository": {"full_name": REPOSITORY},
+        "pull_request": {"number": 9, "head": {"ref": head_ref, "repo": {"full_name": head_repo}}},
+    }
 
 
 def test_a_pull_request_from_the_integration_branch_names_its_issue():
     assert lanebot_issue(closed_payload("lanebot/12")) == 12
 
 
-@pytest.mark.parametrize("payload", [
-    closed_payload("lanebot/12", head_repo="someone/fork"),
-    closed_payload("lanebot-lanes/12/api"),
-    closed_payload("lanebot/12/extra"),
-    closed_payload("feature"),
-    {"repository": {"full_name": REPOSITORY},
-     "pull_request": {"number": 9, "head": {"ref": "lanebot/12", "repo": None}}},
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        closed_payload("lanebot/12", head_repo="someone/fork"),
+        closed_payload("lanebot-lanes/12/api"),
+        closed_payload("lanebot/12/extra"),
+        closed_payload("feature"),
+        {
+            "repository": {"full_name": REPOSITORY},
+            "pull_request": {"number": 9, "head": {"ref": "lanebot/12", "repo": None}},
+        },
+    ],
+)
 def test_any_other_pull_request_is_not_lanebots(payload):
     assert lanebot_issue(payload) is None
 
@@ -73,8 +85,12 @@ def test_any_other_pull_request_is_not_lanebots(payload):
 
 def done_run(engine, issue: int = 5) -> int:
     run = store.create_run(engine, installation_id=1, repository=REPOSITORY, issue_number=issue, requested_by="m")
-    for before, after in (("planning", "awaiting_approval"), ("awaiting_approval", "running"),
-                          ("running", "integrating"), ("integrating", "done")):
+    for before, after in (
+        ("planning", "awaiting_approval"),
+        ("awaiting_approval", "running"),
+        ("running", "integrating"),
+        ("integrating", "done"),
+    ):
         assert store.transition(engine, run.id, before, after)
     store.update_run(engine, run.id, pr_number=9)
     return run.id
@@ -119,10 +135,12 @@ def test_a_run_that_is_not_done_is_left_as_it_is(engine):
 
 
 def test_only_the_runs_own_lane_branches_may_be_deleted():
-    lanes = [Lane(run_id=1, unit_id="api", round=1, state="merged", branch="lanebot-lanes/5/api"),
-             Lane(run_id=1, unit_id="cli", round=1, state="merged", branch=None),
-             Lane(run_id=1, unit_id="odd", round=1, state="merged", branch="main"),
-             Lane(run_id=1, unit_id="other", round=1, state="merged", branch="lanebot-lanes/6/other")]
+    lanes = [
+        Lane(run_id=1, unit_id="api", round=1, state="merged", branch="lanebot-lanes/5/api"),
+        Lane(run_id=1, unit_id="cli", round=1, state="merged", branch=None),
+        Lane(run_id=1, unit_id="odd", round=1, state="merged", branch="main"),
+        Lane(run_id=1, unit_id="other", round=1, state="merged", branch="lanebot-lanes/6/other"),
+    ]
     assert lane_branches(5, lanes) == ["lanebot-lanes/5/api", "lanebot-lanes/5/cli"]
 
 
@@ -164,8 +182,17 @@ def test_deleting_lane_branches_is_on_by_default_and_a_repository_may_turn_it_of
 
 def test_the_run_paths_are_where_the_runtime_puts_the_runs_files(tmp_path):
     run = Run(id=12, installation_id=1, repository=REPOSITORY, issue_number=5, requested_by="m")
-    runtime = Runtime(context=SimpleNamespace(settings=SimpleNamespace(workdir=tmp_path)), run=run, repository=None,
-                      workflow=None, graph=None, issue=None, client=None, mirror=None, identity=None)
+    runtime = Runtime(
+        context=SimpleNamespace(settings=SimpleNamespace(workdir=tmp_path)),
+        run=run,
+        repository=None,
+        workflow=None,
+        graph=None,
+        issue=None,
+        client=None,
+        mirror=None,
+        identity=None,
+    )
     paths = run_paths(tmp_path, REPOSITORY, 12)
     assert runtime.worktree_path("api").parent == paths.worktrees
     assert runtime.script_path("check").parent in paths.others
@@ -191,8 +218,9 @@ async def test_removing_a_runs_files_removes_its_worktrees_from_git_and_disk_and
 
     assert not any(path.exists() for path in mine.all())
     assert (other.worktrees / "cli" / "README.md").is_file()
-    listed = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=mirror.path, capture_output=True,
-                            text=True, check=True).stdout
+    listed = subprocess.run(  # noqa: ASYNC221 - a one-off look at the mirror after the work is done
+        ["git", "worktree", "list", "--porcelain"], cwd=mirror.path, capture_output=True, text=True, check=True
+    ).stdout
     assert "run-1" not in listed and "run-2" in listed
     await remove_run_files(mine, mirror=mirror)  # again: nothing left, nothing fails
 
@@ -200,17 +228,28 @@ async def test_removing_a_runs_files_removes_its_worktrees_from_git_and_disk_and
 # --------------------------------------------------------------------------- gc: the plan (pure)
 
 
-def record(run_id: int, state: str, *, repository: str = REPOSITORY, holds: bool = False,
-           days: float = 30) -> RunRecord:
-    return RunRecord(id=run_id, repository=repository, state=state, holds_issue=holds,
-                     updated_at=NOW - timedelta(days=days))
+def record(
+    run_id: int, state: str, *, repository: str = REPOSITORY, holds: bool = False, days: float = 30
+) -> RunRecord:
+    return RunRecord(
+        id=run_id, repository=repository, state=state, holds_issue=holds, updated_at=NOW - timedelta(days=days)
+    )
 
 
-@pytest.mark.parametrize(("text", "age"), [
-    ("7d", timedelta(days=7)), ("12h", timedelta(hours=12)), ("30m", timedelta(minutes=30)),
-    ("90s", timedelta(seconds=90)), ("2w", timedelta(weeks=2)), ("1d12h", timedelta(days=1, hours=12)),
-    ("0", timedelta(0)), ("0s", timedelta(0)), (" 7D ", timedelta(days=7)),
-])
+@pytest.mark.parametrize(
+    ("text", "age"),
+    [
+        ("7d", timedelta(days=7)),
+        ("12h", timedelta(hours=12)),
+        ("30m", timedelta(minutes=30)),
+        ("90s", timedelta(seconds=90)),
+        ("2w", timedelta(weeks=2)),
+        ("1d12h", timedelta(days=1, hours=12)),
+        ("0", timedelta(0)),
+        ("0s", timedelta(0)),
+        (" 7D ", timedelta(days=7)),
+    ],
+)
 def test_an_age_is_written_in_weeks_days_hours_minutes_or_seconds(text, age):
     assert parse_age(text) == age
 
@@ -223,22 +262,33 @@ def test_anything_else_is_not_an_age_and_the_error_shows_how_to_write_one(text):
 
 def test_sizes_read_in_binary_units():
     assert [human_bytes(n) for n in (0, 1023, 1024, 1536, 5 * 1024**2, 3 * 1024**3)] == [
-        "0 B", "1023 B", "1.0 KiB", "1.5 KiB", "5.0 MiB", "3.0 GiB"]
+        "0 B",
+        "1023 B",
+        "1.0 KiB",
+        "1.5 KiB",
+        "5.0 MiB",
+        "3.0 GiB",
+    ]
 
 
 def test_a_run_is_finished_when_ended_or_done_with_its_pull_request_merged_or_closed():
     assert all(is_finished(record(1, state)) for state in ("rejected", "cancelled", "failed"))
     assert is_finished(record(1, "done", holds=False))
     assert not is_finished(record(1, "done", holds=True))  # its pull request is still open
-    assert not any(is_finished(record(1, s)) for s in ("planning", "awaiting_approval", "running", "integrating",
-                                                       "blocked"))
+    assert not any(
+        is_finished(record(1, s)) for s in ("planning", "awaiting_approval", "running", "integrating", "blocked")
+    )
 
 
 def test_gc_takes_old_finished_runs_and_only_mirrors_all_of_whose_runs_it_takes():
-    runs = [record(1, "done"), record(2, "cancelled"),  # octo/app: all old and finished
-            record(3, "failed", repository="octo/busy"), record(4, "running", repository="octo/busy", days=60),
-            record(5, "done", repository="octo/open", holds=True, days=60),
-            record(6, "rejected", repository="octo/recent", days=1)]
+    runs = [
+        record(1, "done"),
+        record(2, "cancelled"),  # octo/app: all old and finished
+        record(3, "failed", repository="octo/busy"),
+        record(4, "running", repository="octo/busy", days=60),
+        record(5, "done", repository="octo/open", holds=True, days=60),
+        record(6, "rejected", repository="octo/recent", days=1),
+    ]
     plan = plan_collection(runs, now=NOW, older_than=timedelta(days=7))
     assert [run.id for run in plan.runs] == [1, 2, 3]
     assert plan.mirrors == ("octo/app",)
@@ -298,12 +348,14 @@ def gc(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_lanebot_gc_dry_run_says_what_it_would_free_and_removes_nothing_then_gc_frees_it(
-        engine, tmp_path, database_url, capsys):
+    engine, tmp_path, database_url, capsys
+):
     workdir = tmp_path / "work"
     merged, _ = finished_and_unfinished(engine, workdir)
 
-    status, out, _ = gc(capsys, "--older-than", "0", "--dry-run", "--workdir", str(workdir),
-                        "--database-url", database_url)
+    status, out, _ = gc(
+        capsys, "--older-than", "0", "--dry-run", "--workdir", str(workdir), "--database-url", database_url
+    )
     assert status == 0
     assert f"would remove run {merged} (octo/app): 3.0 KiB" in out
     assert out.strip().endswith(f"would free 7.9 KiB (8,100 bytes) under {workdir}")

@@ -25,9 +25,7 @@ def write_plan(tmp_path: Path, units: list[dict]) -> Path:
     return path
 
 
-@pytest.mark.parametrize(
-    ("schedule", "makespan"), [("sequential", "60"), ("barrier", "45"), ("eager", "30")]
-)
+@pytest.mark.parametrize(("schedule", "makespan"), [("sequential", "60"), ("barrier", "45"), ("eager", "30")])
 def test_simulate_reproduces_the_worked_example(capsys, schedule, makespan):
     assert main(["plan", "simulate", str(EXAMPLE), "--schedule", schedule]) == 0
     assert capsys.readouterr().out.splitlines()[0] == f"makespan: {makespan} min ({schedule})"
@@ -110,7 +108,8 @@ def test_bad_input_is_a_one_line_error_with_exit_2(tmp_path, capsys, content, me
 def test_the_console_script_runs_without_a_traceback(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "bot.cli", "plan", "check", str(tmp_path / "missing.jsonl")],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "no such file" in result.stderr

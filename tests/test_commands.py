@@ -82,9 +82,7 @@ def test_a_command_in_the_middle_of_a_line_is_prose():
     assert names("please /approve this") == []
 
 
-@pytest.mark.parametrize(
-    "text", ["/approve.", "/approve!", "/approve,", "/approve:yes", "/approve2"]
-)
+@pytest.mark.parametrize("text", ["/approve.", "/approve!", "/approve,", "/approve:yes", "/approve2"])
 def test_a_name_followed_by_anything_but_space_or_end_of_line_is_not_a_command(text):
     assert parse_commands(text) == parse_commands("")
 
@@ -194,9 +192,7 @@ def test_a_quote_marker_inside_a_fence_is_code():
 # --- block quotes, hidden HTML -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "quoted", ["> /approve", ">/approve", "   > /approve", "> > /approve", ">> /approve"]
-)
+@pytest.mark.parametrize("quoted", ["> /approve", ">/approve", "   > /approve", "> > /approve", ">> /approve"])
 def test_quoted_lines_are_never_commands(quoted):
     assert parse_commands(quoted) == parse_commands("")
 
@@ -229,9 +225,7 @@ def test_a_lookalike_is_reported_with_the_closest_command():
     parsed = parse_commands("thanks\n/aprove")
     assert parsed.commands == ()
     assert parsed.unknown == (UnknownCommand("aprove", 2, "approve"),)
-    assert parsed.problems == (
-        "`/aprove` (line 2) is not a lanebot command; did you mean `/approve`?",
-    )
+    assert parsed.problems == ("`/aprove` (line 2) is not a lanebot command; did you mean `/approve`?",)
 
 
 @pytest.mark.parametrize(
@@ -280,9 +274,7 @@ def test_replan_without_feedback_is_a_usage_problem_not_a_command():
     parsed = parse_commands("/replan\n/replan   ")
     assert parsed.commands == ()
     assert parsed.invalid == (InvalidUsage("replan", 1), InvalidUsage("replan", 2))
-    assert parsed.problems[0] == (
-        "`/replan` (line 1) needs its feedback on the same line: `/replan <feedback>`"
-    )
+    assert parsed.problems[0] == ("`/replan` (line 1) needs its feedback on the same line: `/replan <feedback>`")
 
 
 def test_text_after_a_command_that_takes_no_argument_is_kept_not_refused():
@@ -346,9 +338,36 @@ def test_help_names_the_state_it_was_asked_in():
 
 FRAGMENTS = st.sampled_from(
     [
-        "/approve", "/APPROVE", "/replan", "/replan fix it", "/aprove", "/usr/bin", "/", "/x-",
-        "```", "````", "~~~", "``` a`b", "> ", ">", "    ", "   ", " ", "\t", "- ", "1. ",
-        "<!--", "-->", "<pre>", "</pre>", "\n", "\r\n", "\r", "text", "`", "~",
+        "/approve",
+        "/APPROVE",
+        "/replan",
+        "/replan fix it",
+        "/aprove",
+        "/usr/bin",
+        "/",
+        "/x-",
+        "```",
+        "````",
+        "~~~",
+        "``` a`b",
+        "> ",
+        ">",
+        "    ",
+        "   ",
+        " ",
+        "\t",
+        "- ",
+        "1. ",
+        "<!--",
+        "-->",
+        "<pre>",
+        "</pre>",
+        "\n",
+        "\r\n",
+        "\r",
+        "text",
+        "`",
+        "~",
     ]
 )
 BODIES = st.one_of(st.text(), st.lists(st.one_of(FRAGMENTS, st.text(max_size=5))).map("".join))
@@ -365,7 +384,7 @@ def test_parsing_never_raises_and_every_command_is_on_a_line_starting_with_it(bo
         assert len(text) - len(text.lstrip(" ")) <= 3
         head = text.lstrip(" ")
         assert head.lower().startswith("/" + command.name)
-        rest = head[len(command.name) + 1:]
+        rest = head[len(command.name) + 1 :]
         assert rest == "" or rest[0].isspace()
         assert command.args == rest.strip()
     for found in (*parsed.commands, *parsed.unknown, *parsed.invalid):

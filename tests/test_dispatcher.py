@@ -9,8 +9,8 @@ import anyio
 import pytest
 from gidgethub import routing
 
-from bot.web.dispatcher import Dispatcher, HandlerContext, describe_error
 from bot.edges.store import deliveries
+from bot.web.dispatcher import Dispatcher, HandlerContext, describe_error
 from tests.app_helpers import as_app_delivery, payload_files, post_delivery, running_lanebot, settle
 
 pytestmark = pytest.mark.anyio
@@ -18,11 +18,19 @@ pytestmark = pytest.mark.anyio
 ISSUE_OPENED = as_app_delivery(next(path for path in payload_files() if path.match("issues/opened.payload.json")))
 
 
-def store(engine, delivery_id: str, event: str = "issues", payload: dict | None = None, body: bytes | None = None) -> None:
+def store(
+    engine, delivery_id: str, event: str = "issues", payload: dict | None = None, body: bytes | None = None
+) -> None:
     payload = payload if payload is not None else {"action": "opened", "number": int(delivery_id.split("-")[-1])}
-    assert deliveries.record(engine, delivery_id=delivery_id, event=event, action=payload.get("action"),
-                             installation_id=None, repository=None,
-                             body=body if body is not None else json.dumps(payload).encode())
+    assert deliveries.record(
+        engine,
+        delivery_id=delivery_id,
+        event=event,
+        action=payload.get("action"),
+        installation_id=None,
+        repository=None,
+        body=body if body is not None else json.dumps(payload).encode(),
+    )
 
 
 def statuses(engine) -> dict[str, tuple[str, str | None]]:

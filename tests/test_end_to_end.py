@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -43,8 +42,14 @@ def plan_body(units: list[dict]) -> str:
 
 def recipe_unit(unit_id: str, files: str, contents: dict[str, str], *, check: str = "true", needs=()) -> dict:
     blocks = "\n\n".join(f"```text path={path}\n{text}```" for path, text in contents.items())
-    return {"id": unit_id, "title": f"Unit {unit_id}", "needs": list(needs), "files": files, "check": check,
-            "brief": f"Write the files below.\n\n{blocks}"}
+    return {
+        "id": unit_id,
+        "title": f"Unit {unit_id}",
+        "needs": list(needs),
+        "files": files,
+        "check": check,
+        "brief": f"Write the files below.\n\n{blocks}",
+    }
 
 
 def open_and_label(stack: Stack, body: str, *, cfg: str) -> int:
@@ -61,15 +66,30 @@ def comments(stack: Stack, number: int) -> list[dict]:
 
 def wait_for_comment(stack: Stack, number: int, start: str, *, contains: str = "") -> dict:
     def probe():
-        return next((c for c in comments(stack, number)
-                     if c["by_app"] and c["body"].startswith(start) and contains in c["body"]), None)
-    return stack.wait_for(f"a comment starting {start!r} containing {contains!r}", probe, timeout=STEP_TIMEOUT,
-                          seen=lambda: str([c["body"][:200] for c in comments(stack, number)]))
+        return next(
+            (
+                c
+                for c in comments(stack, number)
+                if c["by_app"] and c["body"].startswith(start) and contains in c["body"]
+            ),
+            None,
+        )
+
+    return stack.wait_for(
+        f"a comment starting {start!r} containing {contains!r}",
+        probe,
+        timeout=STEP_TIMEOUT,
+        seen=lambda: str([c["body"][:200] for c in comments(stack, number)]),
+    )
 
 
 def wait_for_label(stack: Stack, number: int, label: str) -> list[str]:
-    return stack.wait_for(f"label {label}", lambda: label in (labels := stack.issue(REPO, number)["labels"]) and labels,
-                          timeout=STEP_TIMEOUT, seen=lambda: str(stack.issue(REPO, number)["labels"]))
+    return stack.wait_for(
+        f"label {label}",
+        lambda: label in (labels := stack.issue(REPO, number)["labels"]) and labels,
+        timeout=STEP_TIMEOUT,
+        seen=lambda: str(stack.issue(REPO, number)["labels"]),
+    )
 
 
 def state_labels(stack: Stack, number: int) -> list[str]:
@@ -79,13 +99,19 @@ def state_labels(stack: Stack, number: int) -> list[str]:
 def wait_for_pull(stack: Stack, number: int) -> dict:
     def probe():
         return next((p for p in stack.repository(REPO)["pulls"] if f"Closes #{number}" in (p["body"] or "")), None)
-    return stack.wait_for("the pull request", probe, timeout=STEP_TIMEOUT,
-                          seen=lambda: f"labels {stack.issue(REPO, number)['labels']}")
+
+    return stack.wait_for(
+        "the pull request", probe, timeout=STEP_TIMEOUT, seen=lambda: f"labels {stack.issue(REPO, number)['labels']}"
+    )
 
 
 def merge_commits(stack: Stack, branch: str) -> list[str]:
-    log = subprocess.run(["git", "--git-dir", str(stack.bare_repository(REPO)), "log", "--format=%s", branch],
-                         capture_output=True, text=True, check=True).stdout
+    log = subprocess.run(
+        ["git", "--git-dir", str(stack.bare_repository(REPO)), "log", "--format=%s", branch],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [line for line in log.splitlines() if line.startswith("Merge lane ")]
 
 
@@ -99,12 +125,16 @@ def test_an_approved_plan_becomes_one_pull_request(stack):
     assert pull["pull_request"]["head"] == f"lanebot/{number}"
     assert pull["pull_request"]["draft"] is True
     assert merge_commits(stack, f"lanebot/{number}") == [
-        f"Merge lane 'api-endpoint' of #{number}", f"Merge lane 'cli-flag' of #{number}",
-        f"Merge lane 'tui-rows' of #{number}", f"Merge lane 'migration' of #{number}"]
+        f"Merge lane 'api-endpoint' of #{number}",
+        f"Merge lane 'cli-flag' of #{number}",
+        f"Merge lane 'tui-rows' of #{number}",
+        f"Merge lane 'migration' of #{number}",
+    ]
     branches = set(stack.repository(REPO)["branches"])
     assert {f"lanebot-lanes/{number}/{unit['id']}" for unit in UNITS} <= branches
-    finished = {run["name"]: run["conclusion"] for run in stack.repository(REPO)["check_runs"]
-                if run["conclusion"] == "success"}
+    finished = {
+        run["name"]: run["conclusion"] for run in stack.repository(REPO)["check_runs"] if run["conclusion"] == "success"
+    }
     assert set(finished) == {f"lanebot / {unit['id']}" for unit in UNITS} | {"lanebot / verify"}
     wait_for_label(stack, number, "lanebot:done")
     assert state_labels(stack, number) == ["lanebot:done"]
@@ -148,8 +178,10 @@ def test_a_lane_that_edits_outside_its_files_is_blocked_naming_the_path(stack):
 
 
 def test_a_merge_conflict_blocks_naming_the_conflicting_path(stack):
-    units = [recipe_unit("left", r"^(shared\.txt|left\.txt)$", {"shared.txt": "left\n"}),
-             recipe_unit("right", r"^(shared\.txt|right\.txt)$", {"shared.txt": "right\n"})]
+    units = [
+        recipe_unit("left", r"^(shared\.txt|left\.txt)$", {"shared.txt": "left\n"}),
+        recipe_unit("right", r"^(shared\.txt|right\.txt)$", {"shared.txt": "right\n"}),
+    ]
     number = open_and_label(stack, plan_body(units), cfg=config(max_retries=0))
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
     wait_for_label(stack, number, "lanebot:blocked")
@@ -162,12 +194,18 @@ def test_cancel_in_the_middle_stops_the_run(stack):
     number = open_and_label(stack, plan_body(units), cfg=config(max_retries=0))
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
     wait_for_label(stack, number, "lanebot:running")
-    stack.wait_for("the slow lane's check run in progress",
-                   lambda: any(r["status"] == "in_progress" for r in stack.repository(REPO)["check_runs"]),
-                   timeout=STEP_TIMEOUT)
+    stack.wait_for(
+        "the slow lane's check run in progress",
+        lambda: any(r["status"] == "in_progress" for r in stack.repository(REPO)["check_runs"]),
+        timeout=STEP_TIMEOUT,
+    )
     stack.human.comment(REPO, number, login=MAINTAINER, body="/cancel")
-    stack.wait_for("no state label (cancelled)", lambda: state_labels(stack, number) == [], timeout=STEP_TIMEOUT,
-                   seen=lambda: str(state_labels(stack, number)))
+    stack.wait_for(
+        "no state label (cancelled)",
+        lambda: state_labels(stack, number) == [],
+        timeout=STEP_TIMEOUT,
+        seen=lambda: str(state_labels(stack, number)),
+    )
     assert not stack.repository(REPO)["pulls"]
 
 
@@ -175,8 +213,11 @@ def test_a_redelivered_approve_changes_nothing(stack):
     number = open_and_label(stack, issue_body(), cfg=repository_config("recipe"))
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
     wait_for_pull(stack, number)
-    approve = next(d for d in delivered(stack) if d["event"] == "issue_comment"
-                   and d["request"]["payload"]["comment"]["body"] == "/approve")
+    approve = next(
+        d
+        for d in delivered(stack)
+        if d["event"] == "issue_comment" and d["request"]["payload"]["comment"]["body"] == "/approve"
+    )
     stack.human.redeliver(approve["id"])
     stack.human.drain()
     redelivered = [d for d in stack.human.deliveries() if d["guid"] == approve["guid"]]
@@ -195,9 +236,11 @@ def test_lanebot_killed_while_lanes_run_finishes_after_a_restart(stack):
     units = [dict(unit, check=f"sleep 3 && {unit['check']}") for unit in UNITS]
     number = open_and_label(stack, plan_body(units), cfg=repository_config("recipe"))
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
-    stack.wait_for("a lane's check in progress",
-                   lambda: any(r["status"] == "in_progress" for r in stack.repository(REPO)["check_runs"]),
-                   timeout=STEP_TIMEOUT)
+    stack.wait_for(
+        "a lane's check in progress",
+        lambda: any(r["status"] == "in_progress" for r in stack.repository(REPO)["check_runs"]),
+        timeout=STEP_TIMEOUT,
+    )
     stack.kill_lanebot()
     stack.start_lanebot()
 
@@ -214,9 +257,18 @@ def test_rerequesting_a_failed_lanes_check_run_retries_that_lane(stack, tmp_path
     number = open_and_label(stack, plan_body(units), cfg=config(max_retries=0))
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
     wait_for_label(stack, number, "lanebot:blocked")
-    failed = stack.wait_for("the lane's failed check run", lambda: next(
-        (r for r in stack.repository(REPO)["check_runs"] if r["name"] == "lanebot / only" and r["conclusion"] == "failure"),
-        None), timeout=STEP_TIMEOUT)
+    failed = stack.wait_for(
+        "the lane's failed check run",
+        lambda: next(
+            (
+                r
+                for r in stack.repository(REPO)["check_runs"]
+                if r["name"] == "lanebot / only" and r["conclusion"] == "failure"
+            ),
+            None,
+        ),
+        timeout=STEP_TIMEOUT,
+    )
 
     gate_file.write_text("ok")
     stack.human.rerun_check(REPO, failed["id"], login=MAINTAINER, role="maintain")

@@ -46,11 +46,13 @@ def stack(tmp_path, script):
 
 
 def config(*, review: bool = False, lenses: tuple[str, ...] = ("correctness", "security")) -> str:
-    text = ("build:\n  agent: recipe\n  max_retries: 0\n"
-            "integrate:\n  agent: recipe\n  verify: \"test -f greeting.txt\"\n  max_retries: 0\n"
-            "pull_request:\n  draft: false\n"
-            "gate:\n  approvers: maintain\n"
-            "fix:\n  agent: command\n  max_retries: 0\n  timeout: 2m\n")
+    text = (
+        "build:\n  agent: recipe\n  max_retries: 0\n"
+        'integrate:\n  agent: recipe\n  verify: "test -f greeting.txt"\n  max_retries: 0\n'
+        "pull_request:\n  draft: false\n"
+        "gate:\n  approvers: maintain\n"
+        "fix:\n  agent: command\n  max_retries: 0\n  timeout: 2m\n"
+    )
     if not review:
         return text + "review:\n  enabled: false\n"
     return text + f"review:\n  enabled: true\n  agent: command\n  lenses: [{', '.join(lenses)}]\n  timeout: 2m\n"
@@ -67,8 +69,12 @@ def open_pull(stack: Stack, cfg: str) -> tuple[int, dict]:
 
 
 def file_on_branch(stack: Stack, branch: str, path: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(stack.bare_repository(REPO)), "show", f"{branch}:{path}"],
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "--git-dir", str(stack.bare_repository(REPO)), "show", f"{branch}:{path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def requests_of(stack: Stack, number: int) -> list[Any]:
@@ -80,8 +86,13 @@ def wait_for_requests(stack: Stack, number: int, states: list[str]) -> list[Any]
     def probe():
         found = requests_of(stack, number)
         return found if [r.state for r in found] == states else None
-    return stack.wait_for(f"review requests {states}", probe, timeout=STEP_TIMEOUT,
-                          seen=lambda: str([(r.kind, r.state, r.error) for r in requests_of(stack, number)]))
+
+    return stack.wait_for(
+        f"review requests {states}",
+        probe,
+        timeout=STEP_TIMEOUT,
+        seen=lambda: str([(r.kind, r.state, r.error) for r in requests_of(stack, number)]),
+    )
 
 
 def pull_comments(stack: Stack, pull: dict) -> list[dict]:
@@ -89,9 +100,12 @@ def pull_comments(stack: Stack, pull: dict) -> list[dict]:
 
 
 def wait_for_pull_comment(stack: Stack, pull: dict, contains: str) -> dict:
-    return stack.wait_for(f"a comment with {contains!r}",
-                          lambda: next((c for c in pull_comments(stack, pull) if contains in c["body"]), None),
-                          timeout=STEP_TIMEOUT, seen=lambda: str([c["body"][:120] for c in pull_comments(stack, pull)]))
+    return stack.wait_for(
+        f"a comment with {contains!r}",
+        lambda: next((c for c in pull_comments(stack, pull) if contains in c["body"]), None),
+        timeout=STEP_TIMEOUT,
+        seen=lambda: str([c["body"][:120] for c in pull_comments(stack, pull)]),
+    )
 
 
 def review_comments(stack: Stack) -> list[dict]:
@@ -122,11 +136,25 @@ READERS_SUGGESTION = "Replace it:\n\n```text path=notes.txt\nsomething a reader 
 def test_a_changes_requested_review_is_fixed_pushed_and_answered_in_each_thread(stack):
     number, pull = open_pull(stack, config())
     branch = f"lanebot/{number}"
-    stack.human.review(REPO, pull["number"], login=READER, event="COMMENT", body="A thought.",
-                       comments=[{"path": "notes.txt", "line": 1, "body": READERS_SUGGESTION}])
-    stack.human.review(REPO, pull["number"], login=MAINTAINER, event="REQUEST_CHANGES", body="Two things.",
-                       comments=[{"path": "greeting.txt", "line": 1, "body": SUGGESTION},
-                                 {"path": "notes.txt", "line": 1, "body": QUESTION}])
+    stack.human.review(
+        REPO,
+        pull["number"],
+        login=READER,
+        event="COMMENT",
+        body="A thought.",
+        comments=[{"path": "notes.txt", "line": 1, "body": READERS_SUGGESTION}],
+    )
+    stack.human.review(
+        REPO,
+        pull["number"],
+        login=MAINTAINER,
+        event="REQUEST_CHANGES",
+        body="Two things.",
+        comments=[
+            {"path": "greeting.txt", "line": 1, "body": SUGGESTION},
+            {"path": "notes.txt", "line": 1, "body": QUESTION},
+        ],
+    )
     [request] = wait_for_requests(stack, number, ["done"])
 
     assert file_on_branch(stack, branch, "greeting.txt") == "hello, world\n"
@@ -143,8 +171,11 @@ def test_a_changes_requested_review_is_fixed_pushed_and_answered_in_each_thread(
     assert "@maintainer" in summary["body"]
     [pulled] = [p for p in stack.repository(REPO)["pulls"] if p["number"] == pull["number"]]
     assert pulled["pull_request"]["requested_reviewers"] == [MAINTAINER]
-    verify = [c for c in stack.repository(REPO)["check_runs"]
-              if c["name"] == "lanebot / verify" and c["head_sha"] == request.head_sha]
+    verify = [
+        c
+        for c in stack.repository(REPO)["check_runs"]
+        if c["name"] == "lanebot / verify" and c["head_sha"] == request.head_sha
+    ]
     assert [c["conclusion"] for c in verify] == ["success"]
     assert session_kinds(stack, number).count("fix") == 1
 
@@ -192,14 +223,30 @@ def test_closing_the_pull_request_cancels_the_review_work_it_had_queued(stack, s
 
 
 def test_its_own_review_comments_inline_on_the_right_lines_and_drops_a_refuted_finding(stack, script):
-    finding = {"file": "greeting.txt", "line": 1, "claim": "The greeting names nobody.",
-               "evidence": "greeting.txt line 1 reads 'hello'.", "severity": "low"}
-    refuted = {"file": "notes.txt", "line": 1, "claim": "notes.txt leaks a secret.",
-               "evidence": "It is called notes.", "severity": "high"}
-    script.write_text(json.dumps({"review": {
-        "correctness": {"find": {"looked_at": [], "findings": [finding]}, "refute": ["security-1"]},
-        "security": {"find": {"looked_at": [], "findings": [refuted]}, "refute": []},
-    }}))
+    finding = {
+        "file": "greeting.txt",
+        "line": 1,
+        "claim": "The greeting names nobody.",
+        "evidence": "greeting.txt line 1 reads 'hello'.",
+        "severity": "low",
+    }
+    refuted = {
+        "file": "notes.txt",
+        "line": 1,
+        "claim": "notes.txt leaks a secret.",
+        "evidence": "It is called notes.",
+        "severity": "high",
+    }
+    script.write_text(
+        json.dumps(
+            {
+                "review": {
+                    "correctness": {"find": {"looked_at": [], "findings": [finding]}, "refute": ["security-1"]},
+                    "security": {"find": {"looked_at": [], "findings": [refuted]}, "refute": []},
+                }
+            }
+        )
+    )
     number, pull = open_pull(stack, config(review=True))
     [request] = wait_for_requests(stack, number, ["done"])
 

@@ -14,19 +14,18 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlmodel import select
 
 from bot.core.checks import RERUN_VERIFY, RETRY_LANE
-from bot.runner.cleanup import mirror_paths, run_paths
 from bot.demo.stack import Stack
-from bot.runner.plan import issue_run
 from bot.edges.store import runs
 from bot.edges.store.db import make_engine, session
 from bot.edges.store.models import Delivery
+from bot.runner.cleanup import mirror_paths, run_paths
+from bot.runner.plan import issue_run
 from tests.test_end_to_end import (  # noqa: F401 - `stack` is a fixture
     MAINTAINER,
     REPO,
@@ -46,11 +45,13 @@ CONTRIBUTOR = "contributor"  # write access on GitHub, but the gate asks for mai
 
 
 def config(*, verify: str = "true") -> str:
-    return ("build:\n  agent: recipe\n  max_retries: 0\n"
-            f"integrate:\n  agent: recipe\n  verify: \"{verify}\"\n  max_retries: 0\n"
-            "pull_request:\n  draft: false\n"
-            "gate:\n  approvers: maintain\n"
-            "review:\n  enabled: false\n")
+    return (
+        "build:\n  agent: recipe\n  max_retries: 0\n"
+        f'integrate:\n  agent: recipe\n  verify: "{verify}"\n  max_retries: 0\n'
+        "pull_request:\n  draft: false\n"
+        "gate:\n  approvers: maintain\n"
+        "review:\n  enabled: false\n"
+    )
 
 
 # --------------------------------------------------------------------------- looking
@@ -85,13 +86,22 @@ def wait_for_failed_checks(stack: Stack, name: str, count: int) -> list[dict]:
     def probe():
         failed = [c for c in checks(stack, name) if c["conclusion"] == "failure"]
         return failed if len(failed) >= count else None
-    return stack.wait_for(f"{count} failed {name!r} check runs", probe, timeout=STEP_TIMEOUT,
-                          seen=lambda: str([(c["name"], c["conclusion"]) for c in checks(stack, name)]))
+
+    return stack.wait_for(
+        f"{count} failed {name!r} check runs",
+        probe,
+        timeout=STEP_TIMEOUT,
+        seen=lambda: str([(c["name"], c["conclusion"]) for c in checks(stack, name)]),
+    )
 
 
 def wait_for_state(stack: Stack, number: int, state: str) -> Any:
-    return stack.wait_for(f"the run {state}", lambda: (run := lanebot_run(stack, number)).state == state and run,
-                          timeout=STEP_TIMEOUT, seen=lambda: f"it is {lanebot_run(stack, number).state}")
+    return stack.wait_for(
+        f"the run {state}",
+        lambda: (run := lanebot_run(stack, number)).state == state and run,
+        timeout=STEP_TIMEOUT,
+        seen=lambda: f"it is {lanebot_run(stack, number).state}",
+    )
 
 
 def wait_until_lanebot_handled_the_last(stack: Stack, action: str) -> None:
@@ -102,6 +112,7 @@ def wait_until_lanebot_handled_the_last(stack: Stack, action: str) -> None:
     def processed() -> bool:
         query = select(Delivery.status).where(Delivery.delivery_id == guid)
         return lanebot_db(stack, lambda engine: _first(engine, query)) == "processed"
+
     stack.wait_for(f"lanebot to process delivery {guid}", processed, timeout=STEP_TIMEOUT)
 
 
@@ -140,7 +151,8 @@ def test_retry_lane_on_a_failed_lanes_check_run_retries_it_and_a_non_approvers_c
     passed = [c for c in checks(stack, "lanebot / only") if c["conclusion"] == "success"]
     assert [c["head_sha"] for c in passed] == [failed["head_sha"]]  # the retry committed nothing new
     assert [(e["by"], e["unit"], e["via"]) for e in run_events(stack, number, "check_rerun")] == [
-        ("maintainer", "only", "retry-lane")]
+        ("maintainer", "only", "retry-lane")
+    ]
 
 
 def test_rerun_verify_and_githubs_rerun_run_the_integrate_step_and_verify_again(stack, tmp_path):
@@ -163,7 +175,10 @@ def test_rerun_verify_and_githubs_rerun_run_the_integrate_step_and_verify_again(
     stack.human.rerun_check(REPO, second["id"], login=MAINTAINER)
     wait_for_pull(stack, number)
     assert [c["conclusion"] for c in sorted(checks(stack, "lanebot / verify"), key=lambda c: c["id"])] == [
-        "failure", "failure", "success"]
+        "failure",
+        "failure",
+        "success",
+    ]
     assert [e["via"] for e in run_events(stack, number, "check_rerun")] == ["rerun-verify", "rerequested"]
 
 
@@ -172,13 +187,16 @@ def test_rerun_verify_and_githubs_rerun_run_the_integrate_step_and_verify_again(
 
 def lanebot_gc(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DATABASE_URL": stack.database_url, "LANEBOT_WORKDIR": str(stack.workdir)}
-    return subprocess.run([sys.executable, "-m", "bot.cli", "gc", *args], env=env, capture_output=True, text=True,
-                          timeout=STEP_TIMEOUT)
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", "gc", *args], env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT
+    )
 
 
 def test_merging_the_pull_request_finishes_the_run_and_tidies_up_then_gc_frees_its_mirror(stack):
-    units = [recipe_unit("left", r"^left\.txt$", {"left.txt": "left\n"}),
-             recipe_unit("right", r"^right\.txt$", {"right.txt": "right\n"})]
+    units = [
+        recipe_unit("left", r"^left\.txt$", {"left.txt": "left\n"}),
+        recipe_unit("right", r"^right\.txt$", {"right.txt": "right\n"}),
+    ]
     number = open_and_label(stack, plan_body(units), cfg=config())
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
     pull = wait_for_pull(stack, number)
@@ -220,8 +238,12 @@ def test_closing_the_pull_request_unmerged_cancels_the_run_and_keeps_its_branche
 
     stack.human.close_issue(REPO, pull["number"], login=MAINTAINER)
     run = wait_for_state(stack, number, "cancelled")
-    stack.wait_for("no state label", lambda: state_labels(stack, number) == [], timeout=STEP_TIMEOUT,
-                   seen=lambda: str(state_labels(stack, number)))
+    stack.wait_for(
+        "no state label",
+        lambda: state_labels(stack, number) == [],
+        timeout=STEP_TIMEOUT,
+        seen=lambda: str(state_labels(stack, number)),
+    )
     stack.wait_for("the run's files removed", lambda: not any(p.exists() for p in files.all()), timeout=STEP_TIMEOUT)
 
     assert run.active_key is None

@@ -69,12 +69,28 @@ def api_comment(comment_id: int = 100, **changes: object) -> dict:
     return data
 
 
-def comment(comment_id: int, *, reply_to: int | None = None, author: str = "alice", bot: bool = False,
-            body: str = "text", path: str = "src/app.py", line: int | None = 2,
-            original_line: int | None = 2) -> ReviewComment:
+def comment(
+    comment_id: int,
+    *,
+    reply_to: int | None = None,
+    author: str = "alice",
+    bot: bool = False,
+    body: str = "text",
+    path: str = "src/app.py",
+    line: int | None = 2,
+    original_line: int | None = 2,
+) -> ReviewComment:
     return ReviewComment(
-        id=comment_id, path=path, line=line, original_line=original_line, diff_hunk="@@ -1 +1 @@\n+x",
-        body=body, author=author, author_is_bot=bot, in_reply_to=reply_to, review_id=None,
+        id=comment_id,
+        path=path,
+        line=line,
+        original_line=original_line,
+        diff_hunk="@@ -1 +1 @@\n+x",
+        body=body,
+        author=author,
+        author_is_bot=bot,
+        in_reply_to=reply_to,
+        review_id=None,
         html_url=f"https://github.com/octo/app/pull/7#discussion_r{comment_id}",
     )
 
@@ -90,9 +106,16 @@ def test_a_webhook_comment_is_read_with_every_field_lanebot_uses():
     data = json.loads(WEBHOOK.read_text())["comment"]
     read = ReviewComment.from_api(data)
     assert read == ReviewComment(
-        id=284312630, path="README.md", line=265, original_line=265, diff_hunk="@@ -1 +1 @@\n-# Hello-World",
-        body="Maybe you should use more emoji on this line.", author="Codertocat", author_is_bot=False,
-        in_reply_to=None, review_id=237895671,
+        id=284312630,
+        path="README.md",
+        line=265,
+        original_line=265,
+        diff_hunk="@@ -1 +1 @@\n-# Hello-World",
+        body="Maybe you should use more emoji on this line.",
+        author="Codertocat",
+        author_is_bot=False,
+        in_reply_to=None,
+        review_id=237895671,
         html_url="https://github.com/Codertocat/Hello-World/pull/2#discussion_r284312630",
     )
 
@@ -156,8 +179,17 @@ def test_optional_keys_may_be_missing(key):
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("id", "100"), ("id", True), ("path", 3), ("line", "2"), ("line", False), ("in_reply_to_id", 1.5),
-     ("body", ["x"]), ("html_url", 5), ("user", "alice")],
+    [
+        ("id", "100"),
+        ("id", True),
+        ("path", 3),
+        ("line", "2"),
+        ("line", False),
+        ("in_reply_to_id", 1.5),
+        ("body", ["x"]),
+        ("html_url", 5),
+        ("user", "alice"),
+    ],
 )
 def test_a_key_of_the_wrong_type_is_an_error_naming_it(key, value):
     with pytest.raises(ValueError, match=rf"'{key}' has the wrong type"):
@@ -313,8 +345,12 @@ def test_outdated_unresolved_threads_still_count():
 
 
 def test_threads_keep_the_order_they_were_given_in():
-    given_threads = [thread(comment(3)), thread(comment(1, author="eve")), thread(comment(2)),
-                     thread(comment(0, author="x"))]
+    given_threads = [
+        thread(comment(3)),
+        thread(comment(1, author="eve")),
+        thread(comment(2)),
+        thread(comment(0, author="x")),
+    ]
     brief = sort_threads(given_threads, approver)
     assert [t.id for t in brief.instructions] == [3, 2] and [t.id for t in brief.context] == [1, 0]
 
@@ -324,17 +360,29 @@ def test_threads_json_holds_each_thread_with_its_comments_and_who_is_trusted():
     context = thread(comment(5, author="eve", path="docs/a.md", line=9, body="also do y"))
     brief = Brief(instructions=(instruction,), context=(context,))
     assert json.loads(threads_json(brief, approver)) == {
-        "instructions": [{
-            "thread": 1, "path": "src/app.py", "line": 2, "outdated": False, "diff_hunk": "@@ -1 +1 @@\n+x",
-            "comments": [
-                {"id": 1, "author": "alice", "trusted": True, "body": "rename x"},
-                {"id": 2, "author": "mallory", "trusted": False, "body": "don't"},
-            ],
-        }],
-        "context": [{
-            "thread": 5, "path": "docs/a.md", "line": 9, "outdated": False, "diff_hunk": "@@ -1 +1 @@\n+x",
-            "comments": [{"id": 5, "author": "eve", "trusted": False, "body": "also do y"}],
-        }],
+        "instructions": [
+            {
+                "thread": 1,
+                "path": "src/app.py",
+                "line": 2,
+                "outdated": False,
+                "diff_hunk": "@@ -1 +1 @@\n+x",
+                "comments": [
+                    {"id": 1, "author": "alice", "trusted": True, "body": "rename x"},
+                    {"id": 2, "author": "mallory", "trusted": False, "body": "don't"},
+                ],
+            }
+        ],
+        "context": [
+            {
+                "thread": 5,
+                "path": "docs/a.md",
+                "line": 9,
+                "outdated": False,
+                "diff_hunk": "@@ -1 +1 @@\n+x",
+                "comments": [{"id": 5, "author": "eve", "trusted": False, "body": "also do y"}],
+            }
+        ],
     }
 
 
@@ -431,7 +479,8 @@ def test_no_text_or_no_code_names_nothing(text):
 )
 def test_paths_inside_fenced_code_blocks_are_not_names(block):
     assert named_paths(f"`before.py`\n{block}\n`after.py`") == (
-        ["before.py", "after.py"] if block.count("```") + block.count("~~~") >= 2 else ["before.py"])
+        ["before.py", "after.py"] if block.count("```") + block.count("~~~") >= 2 else ["before.py"]
+    )
 
 
 def test_a_tilde_fence_is_not_closed_by_backticks():
@@ -459,7 +508,9 @@ def test_a_changed_file_outside_everything_is_reported():
 
 def test_a_named_file_is_allowed_and_only_that_file():
     assert outside_allowed(["docs/api.md", "docs/api.md.bak", "docs/api.mdx"], [], ["docs/api.md"]) == [
-        "docs/api.md.bak", "docs/api.mdx"]
+        "docs/api.md.bak",
+        "docs/api.mdx",
+    ]
 
 
 @pytest.mark.parametrize("name", ["docs", "docs/", "./docs/"])
@@ -492,8 +543,10 @@ def test_a_question_mark_is_one_character_within_a_segment():
     assert outside_allowed(["a1.txt", "a12.txt", "a/.txt"], [], ["a?.txt"]) == ["a/.txt", "a12.txt"]
 
 
-@pytest.mark.parametrize(("name", "changed"), [("a+b.txt", "aab.txt"), ("README.md", "READMExmd"),
-                                               ("x(1).py", "x1.py"), ("a[bc].py", "ab.py")])
+@pytest.mark.parametrize(
+    ("name", "changed"),
+    [("a+b.txt", "aab.txt"), ("README.md", "READMExmd"), ("x(1).py", "x1.py"), ("a[bc].py", "ab.py")],
+)
 def test_other_characters_in_a_name_are_literal(name, changed):
     assert outside_allowed([changed], [], [name]) == [changed]
 
@@ -503,7 +556,8 @@ def test_the_paths_outside_come_sorted_and_once_each():
 
 
 paths = st.lists(st.sampled_from(["a", "b", "src", "docs", "x.py", "y.md", "*.py", "**"]), min_size=1, max_size=4).map(
-    "/".join)
+    "/".join
+)
 
 
 @modest
@@ -523,11 +577,13 @@ def test_outside_allowed_reports_exactly_the_changes_not_covered(changed, pr_fil
 
 
 def report_text(summary: object = "did things", addressed: object = (), not_addressed: object = ()) -> str:
-    return json.dumps({
-        "summary": summary,
-        "addressed": [{"thread": t, "change": c} for t, c in addressed],
-        "not_addressed": [{"thread": t, "why": w} for t, w in not_addressed],
-    })
+    return json.dumps(
+        {
+            "summary": summary,
+            "addressed": [{"thread": t, "change": c} for t, c in addressed],
+            "not_addressed": [{"thread": t, "why": w} for t, w in not_addressed],
+        }
+    )
 
 
 def test_a_valid_report_says_for_each_thread_what_changed_or_why_not():
@@ -636,10 +692,15 @@ entries = st.lists(st.tuples(st.integers(-3, 12), st.text(max_size=5)), max_size
 
 
 @modest
-@given(st.lists(st.integers(1, 10), max_size=6, unique=True), entries, entries,
-       st.sampled_from(["valid", "missing", "broken"]))
-def test_every_instruction_thread_comes_out_in_exactly_one_list_and_nothing_else_does(ids, addressed, not_addressed,
-                                                                                       form):
+@given(
+    st.lists(st.integers(1, 10), max_size=6, unique=True),
+    entries,
+    entries,
+    st.sampled_from(["valid", "missing", "broken"]),
+)
+def test_every_instruction_thread_comes_out_in_exactly_one_list_and_nothing_else_does(
+    ids, addressed, not_addressed, form
+):
     text = {"valid": report_text("s", addressed, not_addressed), "missing": None, "broken": "{"}[form]
     report, problems = parse_fix_report(text, ids)
     assert not report.addressed.keys() & report.not_addressed.keys()
@@ -667,10 +728,13 @@ def test_mentions_are_broken_by_a_zero_width_space(text, defused):
     assert defuse(text) == defused
 
 
-@pytest.mark.parametrize("keyword", ["close", "closes", "closed", "fix", "fixes", "fixed", "resolve", "resolves",
-                                     "resolved", "Fixes", "CLOSES"])
-@pytest.mark.parametrize("reference", [" #12", ": #12", " octo/app#12", " https://github.com/octo/app/issues/12",
-                                       "  #12", "\u00a0#12"])
+@pytest.mark.parametrize(
+    "keyword",
+    ["close", "closes", "closed", "fix", "fixes", "fixed", "resolve", "resolves", "resolved", "Fixes", "CLOSES"],
+)
+@pytest.mark.parametrize(
+    "reference", [" #12", ": #12", " octo/app#12", " https://github.com/octo/app/issues/12", "  #12", "\u00a0#12"]
+)
 def test_a_closing_keyword_before_a_reference_is_broken(keyword, reference):
     assert defuse(f"this {keyword}{reference} now") == f"this {keyword}{ZWSP}{reference} now"
 
@@ -682,8 +746,9 @@ def test_text_without_a_closing_reference_is_left_as_it_is(text):
 
 GITHUB_CLOSING = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+(?:[\w.-]+/[\w.-]+)?#\d", re.I)
 GITHUB_MENTION = re.compile(r"(?<![\w`])@[A-Za-z0-9]")
-tricky_text = st.lists(st.sampled_from(list("@#:/ .-abx12\n\u00a0") + ["fixes", "Close", "resolved", "o/r", "http://"]),
-                       max_size=20).map("".join)
+tricky_text = st.lists(
+    st.sampled_from(list("@#:/ .-abx12\n\u00a0") + ["fixes", "Close", "resolved", "o/r", "http://"]), max_size=20
+).map("".join)
 
 
 @modest
@@ -704,39 +769,55 @@ def test_defusing_only_adds_invisible_spaces_and_twice_is_once(text):
 
 
 def test_an_addressed_reply_links_the_commit_and_says_what_changed():
-    body = reply_body(thread_id=100, addressed=True, text="Renamed it.", commit_sha=SHA, commit_url=COMMIT_URL,
-                      marker_text=REPLY_MARKER)
+    body = reply_body(
+        thread_id=100,
+        addressed=True,
+        text="Renamed it.",
+        commit_sha=SHA,
+        commit_url=COMMIT_URL,
+        marker_text=REPLY_MARKER,
+    )
     assert body == f"{REPLY_MARKER}\nAddressed in [`0123456`]({COMMIT_URL}): Renamed it.\n"
 
 
 def test_a_not_addressed_reply_says_why():
-    body = reply_body(thread_id=100, addressed=False, text="It would break the API.", commit_sha=SHA,
-                      commit_url=COMMIT_URL, marker_text=REPLY_MARKER)
+    body = reply_body(
+        thread_id=100,
+        addressed=False,
+        text="It would break the API.",
+        commit_sha=SHA,
+        commit_url=COMMIT_URL,
+        marker_text=REPLY_MARKER,
+    )
     assert body == f"{REPLY_MARKER}\nNot addressed: It would break the API.\n"
 
 
 def test_a_reply_starts_with_its_marker_so_lanebot_finds_it_again():
-    body = reply_body(thread_id=100, addressed=False, text="x", commit_sha=None, commit_url=None,
-                      marker_text=REPLY_MARKER)
+    body = reply_body(
+        thread_id=100, addressed=False, text="x", commit_sha=None, commit_url=None, marker_text=REPLY_MARKER
+    )
     assert parse_marker(body) == {"kind": "fix-reply", "run": 12, "thread": 100}
 
 
 def test_an_addressed_reply_without_a_commit_says_only_addressed():
-    body = reply_body(thread_id=1, addressed=True, text="done", commit_sha=None, commit_url=None,
-                      marker_text=REPLY_MARKER)
+    body = reply_body(
+        thread_id=1, addressed=True, text="done", commit_sha=None, commit_url=None, marker_text=REPLY_MARKER
+    )
     assert body.endswith("\nAddressed: done\n")
 
 
 def test_a_commit_without_a_url_is_shown_unlinked():
-    body = reply_body(thread_id=1, addressed=True, text="done", commit_sha=SHA, commit_url=None,
-                      marker_text=REPLY_MARKER)
+    body = reply_body(
+        thread_id=1, addressed=True, text="done", commit_sha=SHA, commit_url=None, marker_text=REPLY_MARKER
+    )
     assert body.endswith("\nAddressed in `0123456`: done\n")
 
 
 def test_agent_text_in_a_reply_cannot_mention_close_or_format():
     text = "fixes #1, thanks @alice <img src=x onerror=alert(1)> [click](https://evil.example)\nsecond line"
-    body = reply_body(thread_id=1, addressed=False, text=text, commit_sha=None, commit_url=None,
-                      marker_text=REPLY_MARKER)
+    body = reply_body(
+        thread_id=1, addressed=False, text=text, commit_sha=None, commit_url=None, marker_text=REPLY_MARKER
+    )
     said = body.split("\n", 1)[1]
     assert not GITHUB_CLOSING.search(said) and not GITHUB_MENTION.search(said)
     assert "<img" not in said and "[click](" not in said and "second line" in said
@@ -744,14 +825,16 @@ def test_agent_text_in_a_reply_cannot_mention_close_or_format():
 
 
 def test_an_empty_agent_text_gets_a_plain_default():
-    body = reply_body(thread_id=1, addressed=False, text="  ", commit_sha=None, commit_url=None,
-                      marker_text=REPLY_MARKER)
+    body = reply_body(
+        thread_id=1, addressed=False, text="  ", commit_sha=None, commit_url=None, marker_text=REPLY_MARKER
+    )
     assert body.endswith(f"Not addressed: {NOT_SAID}\n")
 
 
 def test_a_reply_is_short_whatever_the_agent_wrote():
-    body = reply_body(thread_id=1, addressed=False, text="<" * 100_000, commit_sha=None, commit_url=None,
-                      marker_text=REPLY_MARKER)
+    body = reply_body(
+        thread_id=1, addressed=False, text="<" * 100_000, commit_sha=None, commit_url=None, marker_text=REPLY_MARKER
+    )
     assert len(body) < 10_000
 
 
@@ -769,8 +852,15 @@ def test_a_reply_is_short_whatever_the_agent_wrote():
     ],
 )
 def test_a_reply_refuses_what_lanebot_would_not_write(changes, message):
-    arguments = {"thread_id": 1, "addressed": True, "text": "t", "commit_sha": SHA, "commit_url": COMMIT_URL,
-                 "marker_text": REPLY_MARKER, **changes}
+    arguments = {
+        "thread_id": 1,
+        "addressed": True,
+        "text": "t",
+        "commit_sha": SHA,
+        "commit_url": COMMIT_URL,
+        "marker_text": REPLY_MARKER,
+        **changes,
+    }
     with pytest.raises(ValueError, match=message):
         reply_body(**arguments)
 
@@ -788,11 +878,17 @@ def summary(**changes: object) -> str:
     root_a = comment(100, path="src/app.py", line=3)
     root_b = comment(200, path="docs/a.md", line=None, original_line=8)
     arguments: dict = {
-        "marker_text": SUMMARY_MARKER, "requested_by": "alice", "kind": "review", "head_sha": SHA,
+        "marker_text": SUMMARY_MARKER,
+        "requested_by": "alice",
+        "kind": "review",
+        "head_sha": SHA,
         "commit_url": COMMIT_URL,
         "report": FixReport("Renamed the helper.", {100: "renamed foo to bar"}, {200: "the doc is generated"}),
         "threads": [thread(root_a), thread(root_b, outdated=True)],
-        "verify_command": "make test", "verify_passed": True, "problems": [], "failure": None,
+        "verify_command": "make test",
+        "verify_passed": True,
+        "problems": [],
+        "failure": None,
     }
     arguments.update(changes)
     return summary_body(**arguments)
@@ -802,8 +898,9 @@ def test_the_summary_starts_with_its_marker():
     assert parse_marker(summary()) == {"kind": "fix-summary", "run": 12, "request": 3}
 
 
-@pytest.mark.parametrize(("kind", "words"), [("review", "@alice requested changes in a review."),
-                                             ("comment", "@alice asked with `/fix`.")])
+@pytest.mark.parametrize(
+    ("kind", "words"), [("review", "@alice requested changes in a review."), ("comment", "@alice asked with `/fix`.")]
+)
 def test_the_summary_says_who_asked_and_how(kind, words):
     assert words in summary(kind=kind)
 
@@ -818,10 +915,14 @@ def test_the_summary_quotes_what_the_session_says_changed():
 
 def test_the_summary_lists_every_thread_linked_with_its_outcome():
     body = summary()
-    assert ("| [<code>src/app.py:3</code>](https://github.com/octo/app/pull/7#discussion_r100) | ✅ addressed"
-            " | renamed foo to bar |") in body
-    assert ("| [<code>docs/a.md:8</code>](https://github.com/octo/app/pull/7#discussion_r200) (outdated)"
-            " | ❌ not addressed | the doc is generated |") in body
+    assert (
+        "| [<code>src/app.py:3</code>](https://github.com/octo/app/pull/7#discussion_r100) | ✅ addressed"
+        " | renamed foo to bar |"
+    ) in body
+    assert (
+        "| [<code>docs/a.md:8</code>](https://github.com/octo/app/pull/7#discussion_r200) (outdated)"
+        " | ❌ not addressed | the doc is generated |"
+    ) in body
 
 
 def test_a_thread_the_report_does_not_mention_shows_as_not_said():
@@ -848,8 +949,9 @@ def test_no_problems_means_no_problem_section():
 
 
 def test_a_failure_says_what_failed_and_how_to_try_again_instead_of_the_table():
-    body = summary(failure="verify failed:\nFAILED tests/test_x.py", head_sha=None, commit_url=None,
-                   verify_passed=False)
+    body = summary(
+        failure="verify failed:\nFAILED tests/test_x.py", head_sha=None, commit_url=None, verify_passed=False
+    )
     assert "lanebot could not act on the review" in body
     assert "**What failed:**\n\n```text\nverify failed:\nFAILED tests/test_x.py\n```" in body
     assert "Nothing was pushed." in body and body.endswith("Comment `/fix` to try again.\n")
@@ -863,8 +965,7 @@ def test_a_failure_after_a_push_does_not_claim_nothing_was_pushed():
 
 def test_agent_text_in_the_summary_cannot_mention_or_close():
     hostile = "fixes #1 @alice"
-    body = summary(report=FixReport(hostile, {100: hostile}, {200: hostile}), problems=[hostile],
-                   requested_by="bob")
+    body = summary(report=FixReport(hostile, {100: hostile}, {200: hostile}), problems=[hostile], requested_by="bob")
     after_the_asker = body.split("@bob", 1)[1]
     assert not GITHUB_CLOSING.search(after_the_asker) and not GITHUB_MENTION.search(after_the_asker)
 
@@ -875,8 +976,19 @@ def test_a_failure_cannot_close_an_issue_either():
 
 
 def test_a_thread_link_that_is_no_web_address_is_not_linked():
-    root = ReviewComment(id=5, path="a.py", line=1, original_line=1, diff_hunk="", body="", author="alice",
-                         author_is_bot=False, in_reply_to=None, review_id=None, html_url="javascript:alert(1)")
+    root = ReviewComment(
+        id=5,
+        path="a.py",
+        line=1,
+        original_line=1,
+        diff_hunk="",
+        body="",
+        author="alice",
+        author_is_bot=False,
+        in_reply_to=None,
+        review_id=None,
+        html_url="javascript:alert(1)",
+    )
     body = summary(threads=[thread(root)], report=FixReport("s", {5: "c"}, {}))
     assert "javascript" not in body and "| <code>a.py:1</code> |" in body
 

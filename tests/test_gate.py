@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.core.commands import COMMANDS
+from bot.core.graph import Graph, SessionBudget, Unit, build_graph, load_plan, validate
+from bot.core.lifecycle import RunState, available_actions
 from bot.core.text import (
     COMMENT_LIMIT,
     Escaped,
@@ -22,10 +24,8 @@ from bot.core.text import (
     mermaid_label,
     parse_marker,
 )
-from bot.render.gate import MERMAID_MAX_TEXT, render_gate, render_superseded
 from bot.render.answers import render_plan_failed, render_refusal, render_status
-from bot.core.graph import Graph, SessionBudget, Unit, build_graph, load_plan, validate
-from bot.core.lifecycle import RunState, available_actions
+from bot.render.gate import MERMAID_MAX_TEXT, render_gate, render_superseded
 from bot.render.progress import LaneView
 
 WORKED_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "worked-example.jsonl"
@@ -38,10 +38,24 @@ def worked_example() -> Graph:
     return load_plan(WORKED_EXAMPLE.read_text())
 
 
-def unit(unit_id: str, *, needs: tuple[str, ...] = (), title: str = "t", brief: str = "b",
-         files: str | None = None, check: str = "true", estimate: float | None = None) -> dict:
-    data = {"id": unit_id, "title": title, "needs": list(needs), "files": files or f"^{unit_id}/",
-            "check": check, "brief": brief}
+def unit(
+    unit_id: str,
+    *,
+    needs: tuple[str, ...] = (),
+    title: str = "t",
+    brief: str = "b",
+    files: str | None = None,
+    check: str = "true",
+    estimate: float | None = None,
+) -> dict:
+    data = {
+        "id": unit_id,
+        "title": title,
+        "needs": list(needs),
+        "files": files or f"^{unit_id}/",
+        "check": check,
+        "brief": brief,
+    }
     if estimate is not None:
         data["estimate"] = estimate
     return data
@@ -57,9 +71,18 @@ def unchecked_graph(units: list[dict]) -> Graph:
 
 
 def gate(graph: Graph, **overrides: object) -> str:
-    arguments = dict(run_id=7, revision=1, graph=graph, budget=BUDGET, state=RunState.AWAITING_APPROVAL,
-                     issue_number=42, repository="acme/tasks", plan_source="agent", schedule="barrier",
-                     max_lanes=4)
+    arguments = dict(
+        run_id=7,
+        revision=1,
+        graph=graph,
+        budget=BUDGET,
+        state=RunState.AWAITING_APPROVAL,
+        issue_number=42,
+        repository="acme/tasks",
+        plan_source="agent",
+        schedule="barrier",
+        max_lanes=4,
+    )
     arguments.update(overrides)
     return render_gate(**arguments)  # type: ignore[arg-type]
 
@@ -105,21 +128,30 @@ def test_an_answer_without_a_run_has_no_run_field():
     assert parse_marker(marker("answer", None, comment=99)) == {"kind": "answer", "comment": 99}
 
 
-@pytest.mark.parametrize("body", [
-    "no marker here",
-    "> <!-- lanebot:gate run=1 rev=1 -->  quoted by a human",
-    "text first\n<!-- lanebot:gate run=1 rev=1 -->",
-    "<!-- other:gate run=1 -->",
-    "",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "no marker here",
+        "> <!-- lanebot:gate run=1 rev=1 -->  quoted by a human",
+        "text first\n<!-- lanebot:gate run=1 rev=1 -->",
+        "<!-- other:gate run=1 -->",
+        "",
+    ],
+)
 def test_parse_marker_finds_only_a_marker_that_opens_the_body(body):
     assert parse_marker(body) is None
 
 
-@pytest.mark.parametrize("kind, fields", [
-    ("Gate", {}), ("gate", {"rev": "a b"}), ("gate", {"rev": "-->"}), ("gate", {"Rev": 1}),
-    ("gate", {"rev": True}),
-])
+@pytest.mark.parametrize(
+    "kind, fields",
+    [
+        ("Gate", {}),
+        ("gate", {"rev": "a b"}),
+        ("gate", {"rev": "-->"}),
+        ("gate", {"Rev": 1}),
+        ("gate", {"rev": True}),
+    ],
+)
 def test_marker_refuses_what_could_not_be_read_back(kind, fields):
     with pytest.raises(ValueError):
         marker(kind, 1, **fields)
@@ -143,7 +175,11 @@ def test_gate_for_the_worked_example_shows_everything_a_reviewer_needs():
     }
     assert "    u0 --> u2" in diagram  # need -> dependent
     assert [cells(row)[0].strip() for row in table_rows(body)] == [
-        "<code>migration</code>", "<code>tui-rows</code>", "<code>api-endpoint</code>", "<code>cli-flag</code>"]
+        "<code>migration</code>",
+        "<code>tui-rows</code>",
+        "<code>api-endpoint</code>",
+        "<code>cli-flag</code>",
+    ]
     assert "1. `migration`, `tui-rows`, `cli-flag`\n2. `api-endpoint`" in body
     assert "**Critical path:** `tui-rows` (30 min)." in body
     # barrier: round one takes 30 min, round two 15; one session doing all takes 60.
@@ -151,8 +187,12 @@ def test_gate_for_the_worked_example_shows_everything_a_reviewer_needs():
     assert "against 1 h for one session" in body
     assert "up to 18 agent sessions" in body  # 3 planner + 4 lanes x 3 + 1 integrate + 2 repairs
     assert "<details>" in body and "Return the status column from GET /tasks." in body
-    for question in ("Should it be split at all?", "Do the files overlap?", "Is every edge needed?",
-                     "Does each brief stand alone?"):
+    for question in (
+        "Should it be split at all?",
+        "Do the files overlap?",
+        "Is every edge needed?",
+        "Does each brief stand alone?",
+    ):
         assert question in body
     assert len(body) < COMMENT_LIMIT
 
@@ -188,8 +228,9 @@ def test_a_hand_written_plan_counts_no_planner_sessions():
 
 
 def test_lanebots_own_review_sessions_are_counted_in_the_session_bound():
-    budget = SessionBudget(planner_attempts=3, lane_attempts=3, integrate_sessions=1, verify_repairs=2,
-                           review_sessions=6)
+    budget = SessionBudget(
+        planner_attempts=3, lane_attempts=3, integrate_sessions=1, verify_repairs=2, review_sessions=6
+    )
     line = gate(worked_example(), budget=budget).split("**Sessions:**")[1].split("\n")[0]
     assert "up to 24 agent sessions" in line  # 18 as above + 3 lenses finding + 3 judging
     assert line.endswith("verify repairs 2 + review 6).")
@@ -205,7 +246,9 @@ def test_an_unknown_plan_source_is_refused():
 
 def test_the_critical_path_is_drawn_thick_and_styled_nodes_and_edges():
     graph = graph_of(
-        unit("a", estimate=10), unit("side", estimate=1), unit("b", needs=("a",), estimate=10),
+        unit("a", estimate=10),
+        unit("side", estimate=1),
+        unit("b", needs=("a",), estimate=10),
         unit("c", needs=("b", "side"), estimate=10),
     )
     diagram = mermaid_block(gate(graph))
@@ -235,11 +278,22 @@ def test_a_hostile_title_becomes_a_label_with_no_character_mermaid_or_html_would
     assert decode_mermaid(label) == "evil: " + HOSTILE
 
 
-@pytest.mark.parametrize("title", [
-    'a "b" c', "x]; y[", "<img src=x onerror=alert(1)>", "%% comment\nclick u0 call alert()", "end",
-    "#quot; #35; &amp; &#60;", "**bold** _it_ [link](http://x) ~~s~~ $x$", "```mermaid```",
-    "style u0 fill:#f00;", "é中文😀", "a\u202eb\u200bc\x00d",
-])
+@pytest.mark.parametrize(
+    "title",
+    [
+        'a "b" c',
+        "x]; y[",
+        "<img src=x onerror=alert(1)>",
+        "%% comment\nclick u0 call alert()",
+        "end",
+        "#quot; #35; &amp; &#60;",
+        "**bold** _it_ [link](http://x) ~~s~~ $x$",
+        "```mermaid```",
+        "style u0 fill:#f00;",
+        "é中文😀",
+        "a\u202eb\u200bc\x00d",
+    ],
+)
 def test_every_title_decodes_back_to_its_visible_text_and_nothing_else(title):
     label = mermaid_label(title)
     assert re.fullmatch(r"(?:[A-Za-z0-9 .,\-_/]|#\d+;)*", label)
@@ -274,8 +328,14 @@ def test_node_ids_are_generated_never_taken_from_the_plan():
 
 
 def test_table_cells_escape_pipes_newlines_backticks_and_html():
-    graph = graph_of(unit("evil", title=HOSTILE + "\nsecond line @octo-org/team", files="^(a|b)/`x`<y>",
-                          check="echo '|' && cat <<EOF\nline\nEOF"))
+    graph = graph_of(
+        unit(
+            "evil",
+            title=HOSTILE + "\nsecond line @octo-org/team",
+            files="^(a|b)/`x`<y>",
+            check="echo '|' && cat <<EOF\nline\nEOF",
+        )
+    )
     (row,) = table_rows(gate(graph))
     assert len(cells(row)) == 5  # id, title, needs, files, check: no pipe of the plan's split a cell
     assert "<script" not in row and "`" not in row
@@ -325,9 +385,14 @@ def test_a_template_that_prints_an_unescaped_string_fails_instead_of_injecting()
 
 def enormous_units(count: int, size: int) -> list[dict]:
     return [
-        unit(f"u{index}", needs=(f"u{index - 1}",) if index else (), title=("T" * size) + f" {index}",
-             brief=("brief line\n" * (size // 11)), files=f"^u{index}/" + ("x" * size),
-             check="pytest " + "y" * size)
+        unit(
+            f"u{index}",
+            needs=(f"u{index - 1}",) if index else (),
+            title=("T" * size) + f" {index}",
+            brief=("brief line\n" * (size // 11)),
+            files=f"^u{index}/" + ("x" * size),
+            check="pytest " + "y" * size,
+        )
         for index in range(count)
     ]
 
@@ -413,7 +478,9 @@ def test_superseding_from_marker_fields_alone_writes_a_short_comment():
     assert "revision 2" in edited
 
 
-@pytest.mark.parametrize("old, new", [("a human comment", 2), (marker("progress", 1), 2), (marker("gate", 1, rev=3), 3)])
+@pytest.mark.parametrize(
+    "old, new", [("a human comment", 2), (marker("progress", 1), 2), (marker("gate", 1, rev=3), 3)]
+)
 def test_superseding_refuses_what_is_not_an_older_gate_comment(old, new):
     with pytest.raises(ValueError):
         render_superseded(old, new)
@@ -472,10 +539,11 @@ def test_status_without_a_run_says_how_to_start_one():
 
 
 def test_status_reports_the_state_revisions_pr_and_lanes():
-    lanes = [LaneView("a", "Do A", "merged", 0, 1, None, None, "lanebot/42/a"),
-             LaneView("b", "Do B", "running", 1, 1, None, None, "lanebot/42/b")]
+    lanes = [
+        LaneView("a", "Do A", "merged", 0, 1, None, None, "lanebot/42/a"),
+        LaneView("b", "Do B", "running", 1, 1, None, None, "lanebot/42/b"),
+    ]
     text = render_status(run_id=7, state="running", lanes=lanes, plan_revision=2, approved_revision=2)
     assert text.startswith("**Run 7** is running · plan revision 2 · approved revision 2.")
     assert "- [x] `a` Do A: merged" in text and "- [ ] `b` Do B: running" in text
     assert "Valid now: `/cancel`, `/status`, `/help`." in text
-

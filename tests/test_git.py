@@ -53,7 +53,9 @@ class Remote:
     def commit(self, files: dict[str, str | None], message: str, *, branch: str = "main") -> str:
         """Someone else commits `files` (None deletes) on `branch` and pushes it."""
         run_git("fetch", "--quiet", "origin", cwd=self.clone)
-        run_git("checkout", "--quiet", "-B", branch, *([f"origin/{branch}"] if self.has(branch) else []), cwd=self.clone)
+        run_git(
+            "checkout", "--quiet", "-B", branch, *([f"origin/{branch}"] if self.has(branch) else []), cwd=self.clone
+        )
         for name, content in files.items():
             target = self.clone / name
             if content is None:
@@ -93,7 +95,9 @@ def log_of(path: Path, *args: str) -> str:
 # --- the mirror -------------------------------------------------------------------------------
 
 
-async def test_ensure_creates_a_bare_mirror_under_workdir_mirrors_owner_name(mirror: Mirror, remote: Remote, tmp_path: Path):
+async def test_ensure_creates_a_bare_mirror_under_workdir_mirrors_owner_name(
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     await mirror.ensure()
 
     assert mirror.path == tmp_path / "work" / "mirrors" / "octo" / "widgets.git"
@@ -234,7 +238,9 @@ async def test_add_worktree_cuts_a_new_branch_at_a_remote_branch(mirror: Mirror,
     assert (tree.path / "lane-base.txt").read_text() == "integration\n"
 
 
-async def test_add_worktree_cuts_from_the_remote_branch_not_a_stale_local_one(mirror: Mirror, remote: Remote, tmp_path: Path):
+async def test_add_worktree_cuts_from_the_remote_branch_not_a_stale_local_one(
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     await mirror.ensure()
     old = await mirror.add_worktree(tmp_path / "lanes" / "old", branch="main", start="main")
     await mirror.remove_worktree(old.path)  # a local 'main' now lingers in the mirror at the old commit
@@ -246,7 +252,9 @@ async def test_add_worktree_cuts_from_the_remote_branch_not_a_stale_local_one(mi
     assert await tree.head() == newer
 
 
-async def test_reset_moves_an_existing_branch_to_start_and_no_reset_keeps_it(mirror: Mirror, remote: Remote, tmp_path: Path):
+async def test_reset_moves_an_existing_branch_to_start_and_no_reset_keeps_it(
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     await mirror.ensure()
     first = await mirror.add_worktree(tmp_path / "lanes" / "a", branch="lane-a", start="main")
     (first.path / "work.txt").write_text("attempt 1\n")
@@ -262,7 +270,9 @@ async def test_reset_moves_an_existing_branch_to_start_and_no_reset_keeps_it(mir
     assert not (fresh.path / "work.txt").exists()
 
 
-async def test_a_worktree_path_left_by_a_crashed_attempt_is_cleared_and_re_added(mirror: Mirror, remote: Remote, tmp_path: Path):
+async def test_a_worktree_path_left_by_a_crashed_attempt_is_cleared_and_re_added(
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     path = tmp_path / "lanes" / "a"
     crashed = await mirror.add_worktree(path, branch="lane-a", start="main")
     (crashed.path / "half-written.py").write_text("def broken(\n")
@@ -278,7 +288,8 @@ async def test_a_worktree_path_left_by_a_crashed_attempt_is_cleared_and_re_added
 
 
 async def test_a_worktree_whose_add_was_killed_before_its_checkout_no_longer_breaks_fetch(
-        mirror: Mirror, remote: Remote, tmp_path: Path):
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     half = await mirror.add_worktree(tmp_path / "lanes" / "half", branch="lane-half", start="main")
     whole = await mirror.checkout(tmp_path / "lanes" / "whole", "main")
     admin = Path(run_git("rev-parse", "--git-dir", cwd=half.path))
@@ -305,7 +316,9 @@ async def test_a_plain_directory_at_the_worktree_path_is_replaced(mirror: Mirror
     assert await tree.head() == remote.sha("main")
 
 
-async def test_a_branch_held_by_a_deleted_worktree_elsewhere_can_be_cut_again(mirror: Mirror, remote: Remote, tmp_path: Path):
+async def test_a_branch_held_by_a_deleted_worktree_elsewhere_can_be_cut_again(
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     gone = await mirror.add_worktree(tmp_path / "host-1" / "a", branch="lane-a", start="main")
     shutil.rmtree(gone.path)
 
@@ -353,7 +366,15 @@ async def test_checkout_is_a_detached_fresh_worktree_of_the_ref(mirror: Mirror, 
 
 def install_failing_hooks(hooks: Path, witness: Path) -> None:
     hooks.mkdir(parents=True, exist_ok=True)
-    for hook in ("pre-commit", "commit-msg", "prepare-commit-msg", "post-commit", "pre-merge-commit", "pre-push", "post-checkout"):
+    for hook in (
+        "pre-commit",
+        "commit-msg",
+        "prepare-commit-msg",
+        "post-commit",
+        "pre-merge-commit",
+        "pre-push",
+        "post-checkout",
+    ):
         script = hooks / hook
         script.write_text(f"#!/bin/sh\necho {hook} >> '{witness}'\nexit 1\n")
         script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -430,7 +451,9 @@ async def lane_branch(remote: Remote, name: str, files: dict[str, str | None]) -
     return remote.commit(files, f"work of {name}", branch=name)
 
 
-async def test_merge_no_ff_makes_a_two_parent_commit_with_exactly_the_message(mirror: Mirror, remote: Remote, tmp_path: Path):
+async def test_merge_no_ff_makes_a_two_parent_commit_with_exactly_the_message(
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     lane_head = await lane_branch(remote, "lanebot-5-a", {"a.py": "a\n"})
     await mirror.fetch()
     tree = await mirror.add_worktree(tmp_path / "integration", branch="lanebot/5", start="main")
@@ -465,7 +488,9 @@ async def conflicting_merge(mirror: Mirror, remote: Remote, tmp_path: Path):
     return tree, await tree.head()
 
 
-async def test_a_conflicting_merge_names_the_paths_and_abort_restores_the_tree(mirror: Mirror, remote: Remote, tmp_path: Path):
+async def test_a_conflicting_merge_names_the_paths_and_abort_restores_the_tree(
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     tree, before = await conflicting_merge(mirror, remote, tmp_path)
 
     result = await tree.merge_no_ff("lane-b", "Merge lane 'b' of #5", LANEBOT)
@@ -480,7 +505,9 @@ async def test_a_conflicting_merge_names_the_paths_and_abort_restores_the_tree(m
     await tree.abort_merge()  # nothing in progress: nothing to do
 
 
-async def test_a_resolver_that_stages_a_file_still_holding_markers_is_caught(mirror: Mirror, remote: Remote, tmp_path: Path):
+async def test_a_resolver_that_stages_a_file_still_holding_markers_is_caught(
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     tree, _ = await conflicting_merge(mirror, remote, tmp_path)
     await tree.merge_no_ff("lane-b", "Merge lane 'b' of #5", LANEBOT)
     (tree.path / "b.py").write_text("b = 'resolved'\n")
@@ -491,7 +518,9 @@ async def test_a_resolver_that_stages_a_file_still_holding_markers_is_caught(mir
     assert await tree.files_with_conflict_markers(["README.md", "b.py", "gone.txt"]) == ["README.md"]
 
 
-async def test_a_resolved_merge_is_concluded_by_commit_all_with_two_parents(mirror: Mirror, remote: Remote, tmp_path: Path):
+async def test_a_resolved_merge_is_concluded_by_commit_all_with_two_parents(
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     tree, before = await conflicting_merge(mirror, remote, tmp_path)
     await tree.merge_no_ff("lane-b", "Merge lane 'b' of #5", LANEBOT)
     (tree.path / "README.md").write_text("from lane a\nfrom lane b\n")
@@ -503,7 +532,9 @@ async def test_a_resolved_merge_is_concluded_by_commit_all_with_two_parents(mirr
     assert sha == await tree.head()
 
 
-async def test_a_merge_resolved_to_the_tree_it_started_from_is_still_concluded(mirror: Mirror, remote: Remote, tmp_path: Path):
+async def test_a_merge_resolved_to_the_tree_it_started_from_is_still_concluded(
+    mirror: Mirror, remote: Remote, tmp_path: Path
+):
     await lane_branch(remote, "lane-a", {"README.md": "from lane a\n"})
     await lane_branch(remote, "lane-b", {"README.md": "from lane b\n"})
     await mirror.fetch()
@@ -802,7 +833,8 @@ def http_remote(tmp_path: Path, remote: Remote) -> Iterator[tuple[SmartHTTP, str
 
 def files_holding(root: Path, needles: list[bytes]) -> list[Path]:
     return [
-        path for path in root.rglob("*")
+        path
+        for path in root.rglob("*")
         if path.is_file() and not path.is_symlink() and any(needle in path.read_bytes() for needle in needles)
     ]
 
@@ -825,7 +857,9 @@ async def test_the_token_reaches_the_remote_only_as_a_header_and_leaves_no_trace
     await tree.push("lanebot/5-a")
 
     assert remote.sha("lanebot/5-a") == sha
-    assert server.requests and all(headers.get("Authorization") == server.expected_authorization for _, _, headers in server.requests)
+    assert server.requests and all(
+        headers.get("Authorization") == server.expected_authorization for _, _, headers in server.requests
+    )
     secrets = [token, base64.b64encode(f"x-access-token:{token}".encode()).decode()]
     assert all(secret not in path for _, path, _ in server.requests for secret in secrets)
     calls = read_argv_log(argv_log)

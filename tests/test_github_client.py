@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import ssl
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -58,7 +58,7 @@ class Waits(list):
 
 
 def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> httpx.Response:
@@ -70,7 +70,11 @@ def issue(number: int = 7) -> httpx.Response:
     return httpx.Response(
         200,
         json={"number": number, "title": "Split the parser", "state": "open"},
-        headers={"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4999", "x-ratelimit-reset": str(int(T0) + 3600)},
+        headers={
+            "x-ratelimit-limit": "5000",
+            "x-ratelimit-remaining": "4999",
+            "x-ratelimit-reset": str(int(T0) + 3600),
+        },
     )
 
 
@@ -245,8 +249,13 @@ def test_a_primary_rate_limit_waits_until_x_ratelimit_reset(settings, status):
     exhausted = error(
         status,
         "API rate limit exceeded for installation ID 42.",
-        {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0", "x-ratelimit-used": "5000",
-         "x-ratelimit-reset": str(int(T0) + 120), "x-ratelimit-resource": "core"},
+        {
+            "x-ratelimit-limit": "5000",
+            "x-ratelimit-remaining": "0",
+            "x-ratelimit-used": "5000",
+            "x-ratelimit-reset": str(int(T0) + 120),
+            "x-ratelimit-resource": "core",
+        },
     )
     route = respx.get(ISSUE_URL).mock(side_effect=[exhausted, issue()])
     waits = Waits()
@@ -271,8 +280,11 @@ def test_a_secondary_limit_without_headers_waits_at_least_a_minute_growing(setti
 def test_a_rate_limit_that_never_lifts_ends_in_gidgethubs_exception_with_the_headers(settings):
     mint_tokens()
     respx.get(ISSUE_URL).mock(
-        return_value=error(403, "API rate limit exceeded", {
-            "x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(T0) + 10)})
+        return_value=error(
+            403,
+            "API rate limit exceeded",
+            {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(T0) + 10)},
+        )
     )
     waits = Waits()
     with pytest.raises(RateLimitExceeded):
@@ -339,8 +351,10 @@ def test_a_post_that_never_reached_github_is_retried(settings):
 def test_a_post_refused_for_a_secondary_limit_is_retried(settings):
     mint_tokens()
     route = respx.post(COMMENTS_URL).mock(
-        side_effect=[httpx.Response(403, json=SECONDARY_LIMIT, headers={"retry-after": "5"}),
-                     httpx.Response(201, json=comment("hello"))]
+        side_effect=[
+            httpx.Response(403, json=SECONDARY_LIMIT, headers={"retry-after": "5"}),
+            httpx.Response(201, json=comment("hello")),
+        ]
     )
     waits = Waits()
     assert run_app(settings, post_comment, waits)["body"] == "hello"
@@ -498,7 +512,7 @@ def test_hook_deliveries_follow_the_cursor_pages_and_stop_at_since(settings):
         return httpx.Response(200, json=items, headers=headers)
 
     route = respx.get(f"{API}/app/hook/deliveries").mock(side_effect=page)
-    since = datetime.fromtimestamp(T0 - 3600, timezone.utc)
+    since = datetime.fromtimestamp(T0 - 3600, UTC)
 
     async def scenario(app):
         return [item["id"] async for item in app.app_client().hook_deliveries(since)]
@@ -524,9 +538,16 @@ def test_a_redelivery_is_requested_and_retried_after_a_server_error(settings):
 def test_the_manifest_code_is_exchanged_without_credentials_and_only_once():
     route = respx.post(f"{API}/app-manifests/a180b1a3d263c81bc6441d7b990bae27d4c10679/conversions").mock(
         side_effect=[
-            httpx.Response(201, json={"id": 1, "slug": "lanebot-octocat", "pem": "-----BEGIN RSA PRIVATE KEY-----",
-                                      "webhook_secret": "e340154128314309424b7c8e90325147d99fdafa",
-                                      "html_url": "https://github.com/apps/lanebot-octocat"}),
+            httpx.Response(
+                201,
+                json={
+                    "id": 1,
+                    "slug": "lanebot-octocat",
+                    "pem": "-----BEGIN RSA PRIVATE KEY-----",
+                    "webhook_secret": "e340154128314309424b7c8e90325147d99fdafa",
+                    "html_url": "https://github.com/apps/lanebot-octocat",
+                },
+            ),
         ]
     )
 
@@ -553,7 +574,9 @@ def test_find_comment_by_marker_finds_lanebots_comment_on_any_page_and_ignores_h
         return httpx.Response(
             200,
             json=[comment(f"I copied {MARKER}", login="mallory", kind="User", number=1), comment("other", number=2)],
-            headers={"link": f'<{COMMENTS_URL}?per_page=100&page=2>; rel="next", <{COMMENTS_URL}?per_page=100&page=2>; rel="last"'},
+            headers={
+                "link": f'<{COMMENTS_URL}?per_page=100&page=2>; rel="next", <{COMMENTS_URL}?per_page=100&page=2>; rel="last"'
+            },
         )
 
     respx.get(COMMENTS_URL).mock(side_effect=page)

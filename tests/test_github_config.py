@@ -12,15 +12,18 @@ import respx
 from gidgethub import BadRequest, GitHubBroken
 from gidgethub.httpx import GitHubAPI
 
-from bot.edges.github.config import MAX_EXTENDS, load_config_chain
-from bot.runner.repository_workflow import load_repository_workflow
 from bot.core.workflow import WorkflowError
+from bot.edges.github.config import MAX_EXTENDS, load_config_chain
 from bot.edges.workflow_files import load_workflow
+from bot.runner.repository_workflow import load_repository_workflow
 
 API = "https://api.github.com"
 TLS = ssl.create_default_context()
 CONFIG = ".github/lanebot.yml"
-NOT_FOUND = {"message": "Not Found", "documentation_url": "https://docs.github.com/rest/repos/contents#get-repository-content"}
+NOT_FOUND = {
+    "message": "Not Found",
+    "documentation_url": "https://docs.github.com/rest/repos/contents#get-repository-content",
+}
 
 
 def file_answer(owner: str, repo: str, path: str, text: str) -> dict:
@@ -127,13 +130,19 @@ def test_the_github_repository_does_not_fall_back_to_itself():
 
 @respx.mock
 def test_extends_chains_are_followed_base_first_and_the_extending_file_wins():
-    serve({
-        ("octocat", "hello-world", CONFIG): "_extends: shared\nbuild:\n  max_lanes: 2\n",
-        ("octocat", "shared", CONFIG): (
-            "_extends: acme/policies:lanebot/base.yml\nbuild:\n  max_lanes: 3\n  max_retries: 1\nplan:\n  max_units: 4\n"
-        ),
-        ("acme", "policies", "lanebot/base.yml"): "plan:\n  max_units: 5\n  timeout: 20m\ntrigger:\n  label: ship-it\n",
-    })
+    serve(
+        {
+            ("octocat", "hello-world", CONFIG): "_extends: shared\nbuild:\n  max_lanes: 2\n",
+            ("octocat", "shared", CONFIG): (
+                "_extends: acme/policies:lanebot/base.yml\nbuild:\n  max_lanes: 3\n  max_retries: 1\nplan:\n  max_units: 4\n"
+            ),
+            (
+                "acme",
+                "policies",
+                "lanebot/base.yml",
+            ): "plan:\n  max_units: 5\n  timeout: 20m\ntrigger:\n  label: ship-it\n",
+        }
+    )
     files = chain()
     assert [source for source, _ in files] == [
         "acme/policies:lanebot/base.yml",
@@ -149,21 +158,25 @@ def test_extends_chains_are_followed_base_first_and_the_extending_file_wins():
 
 @respx.mock
 def test_a_bare_extends_repository_belongs_to_the_extending_files_owner():
-    contents = serve({
-        ("octocat", "hello-world", CONFIG): "_extends: acme/policies\n",
-        ("acme", "policies", CONFIG): "_extends: defaults\n",
-        ("acme", "defaults", CONFIG): "build:\n  max_lanes: 1\n",
-    })
+    contents = serve(
+        {
+            ("octocat", "hello-world", CONFIG): "_extends: acme/policies\n",
+            ("acme", "policies", CONFIG): "_extends: defaults\n",
+            ("acme", "defaults", CONFIG): "build:\n  max_lanes: 1\n",
+        }
+    )
     assert workflow().build.max_lanes == 1
     assert ("acme", "defaults", CONFIG, None) in contents.asked
 
 
 @respx.mock
 def test_the_owners_fallback_file_may_extend_another_file():
-    serve({
-        ("octocat", ".github", CONFIG): "_extends: .github:lanebot/strict.yml\n",
-        ("octocat", ".github", "lanebot/strict.yml"): "build:\n  max_lanes: 1\n",
-    })
+    serve(
+        {
+            ("octocat", ".github", CONFIG): "_extends: .github:lanebot/strict.yml\n",
+            ("octocat", ".github", "lanebot/strict.yml"): "build:\n  max_lanes: 1\n",
+        }
+    )
     assert [source for source, _ in chain()] == [
         "octocat/.github:lanebot/strict.yml",
         "octocat/.github:.github/lanebot.yml",
@@ -172,10 +185,12 @@ def test_the_owners_fallback_file_may_extend_another_file():
 
 @respx.mock
 def test_an_extends_loop_is_refused_and_named():
-    serve({
-        ("octocat", "hello-world", CONFIG): "_extends: shared\n",
-        ("octocat", "shared", CONFIG): "_extends: Octocat/Hello-World\n",
-    })
+    serve(
+        {
+            ("octocat", "hello-world", CONFIG): "_extends: shared\n",
+            ("octocat", "shared", CONFIG): "_extends: Octocat/Hello-World\n",
+        }
+    )
     with pytest.raises(WorkflowError) as caught:
         chain()
     assert str(caught.value) == (
@@ -235,8 +250,16 @@ def test_an_extends_value_that_is_not_a_repository_reference_is_named(value):
 @pytest.mark.parametrize(
     "answer, raised",
     [
-        (httpx.Response(403, json={"message": "Resource not accessible by integration",
-                                   "documentation_url": "https://docs.github.com/rest"}), BadRequest),
+        (
+            httpx.Response(
+                403,
+                json={
+                    "message": "Resource not accessible by integration",
+                    "documentation_url": "https://docs.github.com/rest",
+                },
+            ),
+            BadRequest,
+        ),
         (httpx.Response(500, json={"message": "Server Error"}), GitHubBroken),
     ],
     ids=["403", "500"],
@@ -249,14 +272,20 @@ def test_api_failures_other_than_not_found_propagate(answer, raised):
 
 @respx.mock
 def test_a_directory_where_the_file_should_be_is_a_clear_error():
-    serve({("octocat", "hello-world", CONFIG): [{"type": "file", "name": "a.yml", "path": ".github/lanebot.yml/a.yml"}]})
+    serve(
+        {("octocat", "hello-world", CONFIG): [{"type": "file", "name": "a.yml", "path": ".github/lanebot.yml/a.yml"}]}
+    )
     with pytest.raises(WorkflowError, match="octocat/hello-world:.github/lanebot.yml is not a file"):
         chain()
 
 
 @respx.mock
 def test_a_file_too_large_for_the_contents_api_is_a_clear_error():
-    oversized = file_answer("octocat", "hello-world", CONFIG, "") | {"encoding": "none", "content": "", "size": 2_000_000}
+    oversized = file_answer("octocat", "hello-world", CONFIG, "") | {
+        "encoding": "none",
+        "content": "",
+        "size": 2_000_000,
+    }
     serve({("octocat", "hello-world", CONFIG): oversized})
     with pytest.raises(WorkflowError, match="too large"):
         chain()
@@ -264,21 +293,26 @@ def test_a_file_too_large_for_the_contents_api_is_a_clear_error():
 
 @respx.mock
 def test_a_yaml_error_in_a_base_file_names_that_file():
-    serve({
-        ("octocat", "hello-world", CONFIG): "_extends: shared\n",
-        ("octocat", "shared", CONFIG): "build:\n  max_lanes: [1\n",
-    })
+    serve(
+        {
+            ("octocat", "hello-world", CONFIG): "_extends: shared\n",
+            ("octocat", "shared", CONFIG): "build:\n  max_lanes: [1\n",
+        }
+    )
     with pytest.raises(WorkflowError, match="octocat/shared:.github/lanebot.yml"):
         chain()
 
 
 @respx.mock
 def test_invalid_settings_are_reported_with_the_file_that_supplied_them():
-    serve({
-        ("octocat", "hello-world", CONFIG): "_extends: shared\nbuild:\n  max_lanes: 2\n",
-        ("octocat", "shared", CONFIG): "build:\n  schedule: sometimes\n",
-    })
+    serve(
+        {
+            ("octocat", "hello-world", CONFIG): "_extends: shared\nbuild:\n  max_lanes: 2\n",
+            ("octocat", "shared", CONFIG): "build:\n  schedule: sometimes\n",
+        }
+    )
     with pytest.raises(WorkflowError) as caught:
         workflow()
-    assert any("octocat/shared:.github/lanebot.yml" in problem and "schedule" in problem
-               for problem in caught.value.problems)
+    assert any(
+        "octocat/shared:.github/lanebot.yml" in problem and "schedule" in problem for problem in caught.value.problems
+    )

@@ -14,6 +14,7 @@ import pytest
 import respx
 from gidgethub import BadRequest
 
+from bot.core.labels import STATE_LABELS
 from bot.core.text import marker
 from bot.edges.github.client import LanebotAPI
 from bot.edges.github.issues import (
@@ -23,7 +24,6 @@ from bot.edges.github.issues import (
     post_or_update_marked_comment,
     set_state_label,
 )
-from bot.core.labels import STATE_LABELS
 
 pytestmark = pytest.mark.anyio
 
@@ -46,24 +46,41 @@ async def client():
 
 def comment(number: int, body: str, login: str = "lanebot[bot]", kind: str = "Bot") -> dict[str, Any]:
     return {
-        "id": number, "node_id": f"IC_{number}", "url": f"{API}/repos/{REPO}/issues/comments/{number}",
-        "html_url": f"https://github.com/{REPO}/issues/7#issuecomment-{number}", "body": body,
+        "id": number,
+        "node_id": f"IC_{number}",
+        "url": f"{API}/repos/{REPO}/issues/comments/{number}",
+        "html_url": f"https://github.com/{REPO}/issues/7#issuecomment-{number}",
+        "body": body,
         "user": {"login": login, "id": 100 + number, "type": kind, "site_admin": False},
-        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-        "issue_url": ISSUE, "author_association": "NONE",
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "issue_url": ISSUE,
+        "author_association": "NONE",
     }
 
 
 def label(name: str, color: str = "ededed", description: str | None = None) -> dict[str, Any]:
-    return {"id": abs(hash(name)) % 10**9, "node_id": f"LA_{name}", "url": f"{API}/repos/{REPO}/labels/{name}",
-            "name": name, "description": description, "color": color, "default": False}
+    return {
+        "id": abs(hash(name)) % 10**9,
+        "node_id": f"LA_{name}",
+        "url": f"{API}/repos/{REPO}/labels/{name}",
+        "name": name,
+        "description": description,
+        "color": color,
+        "default": False,
+    }
 
 
 class IssueComments:
     """The issue's comments as GitHub keeps them: listed, created and edited through the API."""
 
-    def __init__(self, mock: respx.MockRouter, *existing: dict[str, Any], lose_first_answer: bool = False,
-                 lose_before_creating: bool = False) -> None:
+    def __init__(
+        self,
+        mock: respx.MockRouter,
+        *existing: dict[str, Any],
+        lose_first_answer: bool = False,
+        lose_before_creating: bool = False,
+    ) -> None:
         self.comments = list(existing)
         self.lose_first_answer = lose_first_answer
         self.lose_before_creating = lose_before_creating
@@ -152,7 +169,8 @@ async def test_every_page_of_comments_is_listed(client):
     second = f"{API}/repositories/1/issues/7/comments?per_page=100&page=2"
     respx.get(second).respond(200, json=[comment(2, "second page")])
     respx.get(f"{ISSUE}/comments?per_page=100").respond(
-        200, json=[comment(1, "first page")], headers={"link": f'<{second}>; rel="next", <{second}>; rel="last"'})
+        200, json=[comment(1, "first page")], headers={"link": f'<{second}>; rel="next", <{second}>; rel="last"'}
+    )
     assert [item["body"] for item in await list_comments(client, REPO, 7)] == ["first page", "second page"]
 
 
@@ -162,8 +180,15 @@ async def test_every_page_of_comments_is_listed(client):
 @respx.mock
 async def test_an_accepted_command_gets_the_eyes_reaction_on_its_comment(client):
     route = respx.post(f"{API}/repos/{REPO}/issues/comments/42/reactions").respond(
-        201, json={"id": 1, "node_id": "REA_1", "content": "eyes", "created_at": "2026-01-01T00:00:00Z",
-                   "user": {"login": "lanebot[bot]", "type": "Bot"}})
+        201,
+        json={
+            "id": 1,
+            "node_id": "REA_1",
+            "content": "eyes",
+            "created_at": "2026-01-01T00:00:00Z",
+            "user": {"login": "lanebot[bot]", "type": "Bot"},
+        },
+    )
     await add_reaction(client, REPO, 42)
     assert json.loads(route.calls.last.request.content) == {"content": "eyes"}
 
@@ -175,7 +200,8 @@ async def test_an_accepted_command_gets_the_eyes_reaction_on_its_comment(client)
 async def test_missing_labels_are_created_with_colour_and_description(client):
     state_names = [spec.name for spec in STATE_LABELS]
     respx.get(f"{API}/repos/{REPO}/labels?per_page=100").respond(
-        200, json=[label("bug"), label("lanebot:PLANNING"), label("lanebot")])
+        200, json=[label("bug"), label("lanebot:PLANNING"), label("lanebot")]
+    )
     created = respx.post(f"{API}/repos/{REPO}/labels").respond(201, json=label("x"))
     names = await ensure_labels(client, REPO, "lanebot")
     assert names == tuple(state_names[1:])  # planning exists (in another case), and so does the trigger
@@ -187,8 +213,11 @@ async def test_missing_labels_are_created_with_colour_and_description(client):
 @respx.mock
 async def test_a_label_someone_else_created_meanwhile_is_fine(client):
     respx.get(f"{API}/repos/{REPO}/labels?per_page=100").respond(200, json=[])
-    already = {"message": "Validation Failed", "errors": [{"resource": "Label", "code": "already_exists", "field": "name"}],
-               "documentation_url": "https://docs.github.com/rest/issues/labels#create-a-label"}
+    already = {
+        "message": "Validation Failed",
+        "errors": [{"resource": "Label", "code": "already_exists", "field": "name"}],
+        "documentation_url": "https://docs.github.com/rest/issues/labels#create-a-label",
+    }
     respx.post(f"{API}/repos/{REPO}/labels").respond(422, json=already)
     assert await ensure_labels(client, REPO, "lanebot") == ()
 
@@ -196,8 +225,11 @@ async def test_a_label_someone_else_created_meanwhile_is_fine(client):
 @respx.mock
 async def test_another_validation_failure_when_creating_a_label_is_raised(client):
     respx.get(f"{API}/repos/{REPO}/labels?per_page=100").respond(200, json=[])
-    invalid = {"message": "Validation Failed", "errors": [{"resource": "Label", "code": "invalid", "field": "color"}],
-               "documentation_url": "https://docs.github.com/rest/issues/labels#create-a-label"}
+    invalid = {
+        "message": "Validation Failed",
+        "errors": [{"resource": "Label", "code": "invalid", "field": "color"}],
+        "documentation_url": "https://docs.github.com/rest/issues/labels#create-a-label",
+    }
     respx.post(f"{API}/repos/{REPO}/labels").respond(422, json=invalid)
     with pytest.raises(BadRequest):
         await ensure_labels(client, REPO, "lanebot")
@@ -235,8 +267,10 @@ async def test_the_state_label_is_added_before_the_old_one_is_removed_and_other_
     issue = IssueLabels(respx.mock, "bug", "lanebot", "lanebot:planning")
     changes = await set_state_label(client, REPO, 7, "awaiting_approval")
     assert (changes.add, changes.remove) == (("lanebot:awaiting-approval",), ("lanebot:planning",))
-    assert issue.seen == [["bug", "lanebot", "lanebot:planning", "lanebot:awaiting-approval"],
-                          ["bug", "lanebot", "lanebot:awaiting-approval"]]
+    assert issue.seen == [
+        ["bug", "lanebot", "lanebot:planning", "lanebot:awaiting-approval"],
+        ["bug", "lanebot", "lanebot:awaiting-approval"],
+    ]
 
 
 @respx.mock
@@ -250,7 +284,8 @@ async def test_a_stray_second_state_label_is_removed_too(client):
 async def test_a_rejected_run_leaves_no_state_label_and_a_label_already_gone_is_fine(client):
     issue = IssueLabels(respx.mock, "lanebot:awaiting-approval")
     respx.get(f"{ISSUE}/labels?per_page=100").respond(
-        200, json=[label("lanebot:awaiting-approval"), label("lanebot:blocked")])  # blocked is gone by now
+        200, json=[label("lanebot:awaiting-approval"), label("lanebot:blocked")]
+    )  # blocked is gone by now
     await set_state_label(client, REPO, 7, "rejected")
     assert issue.names == [] and issue.removes.call_count == 2
 

@@ -37,13 +37,17 @@ from tests.test_sandbox_reviews import CHANGED, REPO, inline, project, push  # n
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize(("api", "endpoint"), [
-    ("https://api.github.com", "https://api.github.com/graphql"),
-    ("https://api.github.com/", "https://api.github.com/graphql"),
-    ("https://ghe.example/api/v3", "https://ghe.example/api/graphql"),
-    ("https://ghe.example/api/v3/", "https://ghe.example/api/graphql"),
-    ("http://127.0.0.1:3100", "http://127.0.0.1:3100/graphql"),
-], ids=["github.com", "github.com-trailing-slash", "ghes", "ghes-trailing-slash", "sandbox"])
+@pytest.mark.parametrize(
+    ("api", "endpoint"),
+    [
+        ("https://api.github.com", "https://api.github.com/graphql"),
+        ("https://api.github.com/", "https://api.github.com/graphql"),
+        ("https://ghe.example/api/v3", "https://ghe.example/api/graphql"),
+        ("https://ghe.example/api/v3/", "https://ghe.example/api/graphql"),
+        ("http://127.0.0.1:3100", "http://127.0.0.1:3100/graphql"),
+    ],
+    ids=["github.com", "github.com-trailing-slash", "ghes", "ghes-trailing-slash", "sandbox"],
+)
 def test_the_graphql_endpoint_belongs_to_the_rest_base_url(api: str, endpoint: str) -> None:
     assert graphql_endpoint(api) == endpoint
 
@@ -61,8 +65,13 @@ async def test_thread_states_asks_a_ghes_host_at_its_api_graphql_endpoint() -> N
         assert await thread_states(client, "octo/app", 3) == {}
     [request] = asked
     assert str(request.url) == "https://ghe.example/api/graphql"
-    assert json.loads(request.content)["variables"] == {"owner": "octo", "name": "app", "number": 3, "first": 100,
-                                                        "after": None}
+    assert json.loads(request.content)["variables"] == {
+        "owner": "octo",
+        "name": "app",
+        "number": 3,
+        "first": 100,
+        "after": None,
+    }
 
 
 @dataclass
@@ -90,12 +99,14 @@ async def world(tmp_path: Path, project: Path) -> AsyncIterator[World]:
         await h.http.post(f"/_sandbox/repos/{REPO}/collaborators", json={"login": "bob", "role": "write"})
         work = tmp_path / "work"
         head = await push(h, work, {"src/long.py": CHANGED, "docs/notes.md": "one\ntwo\n"})
-        settings = Settings(app_id=str(APP_ID), private_key=app_key()[0], webhook_secret="secret",
-                            github_api_url=BASE)
+        settings = Settings(app_id=str(APP_ID), private_key=app_key()[0], webhook_secret="secret", github_api_url=BASE)
         async with GitHubApp(settings, http=h.http, clock=lambda: h.clock().timestamp()) as app:
             client = app.installation_client(repo["installation_id"], REPO)
-            await client.post("/repos/{owner}/{repo}/pulls", {"owner": "alice", "repo": "demo"},
-                              data={"title": "Change line 10", "head": "lanebot/1", "base": "main"})
+            await client.post(
+                "/repos/{owner}/{repo}/pulls",
+                {"owner": "alice", "repo": "demo"},
+                data={"title": "Change line 10", "head": "lanebot/1", "base": "main"},
+            )
             yield World(h, client, head, work)
 
 
@@ -105,26 +116,38 @@ async def test_the_pull_request_is_read_with_its_head(world):
 
 
 async def test_a_review_is_posted_as_a_comment_of_the_commit_and_read_back(world):
-    posted = await create_review(world.client, REPO, 1, commit_id=world.head, body="Checked.",
-                                 comments=[inline(body="Finding.")])
+    posted = await create_review(
+        world.client, REPO, 1, commit_id=world.head, body="Checked.", comments=[inline(body="Finding.")]
+    )
     assert (posted["state"], posted["commit_id"], posted["body"]) == ("COMMENTED", world.head, "Checked.")
     assert (await get_review(world.client, REPO, 1, posted["id"]))["id"] == posted["id"]
     assert [r["id"] for r in await list_reviews(world.client, REPO, 1)] == [posted["id"]]
     [comment] = await review_comments(world.client, REPO, 1)
-    assert (comment["path"], comment["line"], comment["side"], comment["body"]) == ("src/long.py", 10, "RIGHT",
-                                                                                   "Finding.")
+    assert (comment["path"], comment["line"], comment["side"], comment["body"]) == (
+        "src/long.py",
+        10,
+        "RIGHT",
+        "Finding.",
+    )
 
 
 async def test_a_review_with_a_comment_off_the_diff_is_refused_whole(world):
     with pytest.raises(ValidationError, match="must be part of the diff"):
-        await create_review(world.client, REPO, 1, commit_id=world.head, body="Checked.",
-                            comments=[inline(body="Kept?"), inline(line=1, body="Off the diff.")])
+        await create_review(
+            world.client,
+            REPO,
+            1,
+            commit_id=world.head,
+            body="Checked.",
+            comments=[inline(body="Kept?"), inline(line=1, body="Off the diff.")],
+        )
     assert await list_reviews(world.client, REPO, 1) == []
 
 
 async def test_every_page_of_review_comments_is_read(world):
-    await create_review(world.client, REPO, 1, commit_id=world.head, body="Many.",
-                        comments=[inline(body=f"c{n}") for n in range(101)])
+    await create_review(
+        world.client, REPO, 1, commit_id=world.head, body="Many.", comments=[inline(body=f"c{n}") for n in range(101)]
+    )
     comments = await review_comments(world.client, REPO, 1)
     assert [c["body"] for c in comments] == [f"c{n}" for n in range(101)]
     assert world.served("GET", "/repos/alice/demo/pulls/1/comments") == 2
@@ -140,13 +163,20 @@ async def test_a_reply_lands_in_the_thread_and_review_is_asked_for_again(world):
 
 
 async def test_thread_states_reads_every_thread_and_every_comment_and_finds_a_thread_by_any_of_its_comments(world):
-    await create_review(world.client, REPO, 1, commit_id=world.head, body="Many.",
-                        comments=[*(inline(body=f"t{n}") for n in range(100)), inline(path="docs/notes.md", line=1)])
+    await create_review(
+        world.client,
+        REPO,
+        1,
+        commit_id=world.head,
+        body="Many.",
+        comments=[*(inline(body=f"t{n}") for n in range(100)), inline(path="docs/notes.md", line=1)],
+    )
     roots = await review_comments(world.client, REPO, 1)
     first, notes = roots[0], roots[-1]
     replies = [world.reply_in_sandbox(first["id"], f"r{n}") for n in range(100)]
-    resolved = await world.h.http.post(f"/_sandbox/repos/{REPO}/pulls/comments/{replies[-1]}/resolve",
-                                       json={"as": "bob"})
+    resolved = await world.h.http.post(
+        f"/_sandbox/repos/{REPO}/pulls/comments/{replies[-1]}/resolve", json={"as": "bob"}
+    )
     assert resolved.status_code == 200
     await push(world.h, world.work, {"docs/notes.md": "one, again\ntwo\n"})
 

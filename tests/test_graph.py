@@ -97,9 +97,7 @@ def test_asking_for_a_unit_not_in_the_graph_names_it(example):
 
 
 def test_rounds_follow_the_longest_chain_of_needs():
-    graph = build_graph(
-        [unit("c", needs=["a", "b"]), unit("b", needs=["a"]), unit("a"), unit("d", needs=["a"])]
-    )
+    graph = build_graph([unit("c", needs=["a", "b"]), unit("b", needs=["a"]), unit("a"), unit("d", needs=["a"])])
     assert graph.rounds() == (("a",), ("b", "d"), ("c",))
 
 
@@ -115,9 +113,7 @@ def test_critical_path_lists_units_in_dependency_order():
 
 
 def test_critical_path_ties_go_to_the_unit_declared_first():
-    graph = build_graph(
-        [unit("b", estimate=5), unit("a", estimate=5), unit("c", needs=["a", "b"], estimate=1)]
-    )
+    graph = build_graph([unit("b", estimate=5), unit("a", estimate=5), unit("c", needs=["a", "b"], estimate=1)])
     assert graph.critical_path().units == ("b", "c")
     assert build_graph([unit("y"), unit("x")]).critical_path().units == ("y",)
 
@@ -276,9 +272,7 @@ def test_an_unknown_key_is_named_with_the_allowed_keys():
 
 
 @pytest.mark.parametrize("key", ["title", "files", "check", "brief"])
-@pytest.mark.parametrize(
-    ("value", "described"), [(3, "the number 3"), (None, "null"), (["x"], "a list of 1 item")]
-)
+@pytest.mark.parametrize(("value", "described"), [(3, "the number 3"), (None, "null"), (["x"], "a list of 1 item")])
 def test_text_keys_must_be_strings(key, value, described):
     assert problems([unit("api", **{key: value})]) == [f"unit 'api': {key} must be a string, got {described}"]
 
@@ -316,8 +310,14 @@ def test_needs_must_be_a_list_of_strings():
 
 @pytest.mark.parametrize(
     ("estimate", "described"),
-    [(True, "the boolean true"), ("10", "the string '10'"), (0, "the number 0"), (-5.5, "the number -5.5"),
-     (float("inf"), "the number inf"), ([10], "a list of 1 item")],
+    [
+        (True, "the boolean true"),
+        ("10", "the string '10'"),
+        (0, "the number 0"),
+        (-5.5, "the number -5.5"),
+        (float("inf"), "the number inf"),
+        ([10], "a list of 1 item"),
+    ],
 )
 def test_an_estimate_must_be_a_positive_number_of_minutes(estimate, described):
     assert problems([unit("api", estimate=estimate)]) == [
@@ -353,15 +353,11 @@ def test_a_need_that_names_no_unit_is_refused():
 
 def test_a_need_naming_a_broken_unit_is_not_also_unknown():
     broken = unit("db", title=5)
-    assert problems([broken, unit("api", needs=["db"])]) == [
-        "unit 'db': title must be a string, got the number 5"
-    ]
+    assert problems([broken, unit("api", needs=["db"])]) == ["unit 'db': title must be a string, got the number 5"]
 
 
 def test_a_unit_that_needs_itself_is_refused():
-    assert problems([unit("api", needs=["api"])]) == [
-        "unit 'api': needs itself ('api'); remove it from needs"
-    ]
+    assert problems([unit("api", needs=["api"])]) == ["unit 'api': needs itself ('api'); remove it from needs"]
 
 
 def test_a_need_listed_twice_counts_once():
@@ -371,9 +367,7 @@ def test_a_need_listed_twice_counts_once():
 
 def test_files_must_be_a_posix_extended_regex():
     (message,) = problems([unit("api", files=r"^src/\d+")])
-    assert message.startswith(
-        r"unit 'api': files '^src/\\d+' is not a valid POSIX extended regular expression"
-    )
+    assert message.startswith(r"unit 'api': files '^src/\\d+' is not a valid POSIX extended regular expression")
     assert "[0-9]" in message
 
 
@@ -390,7 +384,9 @@ def test_each_overlapping_pair_is_one_problem():
     raw = [unit("a", files="x"), unit("b", files="x"), unit("c", files="x")]
     found = validate(raw, tracked_paths=(f"x{index}" for index in range(1000)))
     assert [(p.unit, p.message.split("overlaps ")[1].split(" (")[0]) for p in found] == [
-        ("a", "unit 'b'"), ("a", "unit 'c'"), ("b", "unit 'c'")
+        ("a", "unit 'b'"),
+        ("a", "unit 'c'"),
+        ("b", "unit 'c'"),
     ]
     assert all("'x0' and 999 more" in p.message for p in found)
 
@@ -412,8 +408,11 @@ def test_a_cycle_starts_at_its_first_declared_unit():
 
 def test_each_cycle_is_reported_once():
     raw = [
-        unit("a", needs=["b"]), unit("b", needs=["a", "c"]), unit("c", needs=["b"]),
-        unit("d", needs=["e"]), unit("e", needs=["d"]),
+        unit("a", needs=["b"]),
+        unit("b", needs=["a", "c"]),
+        unit("c", needs=["b"]),
+        unit("d", needs=["e"]),
+        unit("e", needs=["d"]),
     ]
     assert problems(raw) == [
         "unit 'a': Dependency cycle detected: a -> b -> a",
@@ -424,8 +423,7 @@ def test_each_cycle_is_reported_once():
 def test_a_broken_unit_does_not_hide_the_problems_of_the_others():
     raw = ["junk", unit("a", needs=["b", "ghost"]), unit("b", needs=["a"]), unit("c", estimate=-1)]
     assert problems(raw) == [
-        "unit #1: is the string 'junk', not a JSON object"
-        " with the keys id, title, needs, files, check, brief",
+        "unit #1: is the string 'junk', not a JSON object with the keys id, title, needs, files, check, brief",
         "unit 'c': estimate must be a positive number of minutes, got the number -1",
         "unit 'a': needs 'ghost', which names no unit in the plan",
         "unit 'a': Dependency cycle detected: a -> b -> a",

@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 
 from bot.core import ere
-from bot.core.plans import validate_plan_text
-from bot.demo.plan import UNITS as DEMO_UNITS
 from bot.core.graph import (
     MAX_FILES_CHARS,
     MAX_REPEAT,
@@ -27,6 +25,8 @@ from bot.core.graph import (
     match_paths,
     validate,
 )
+from bot.core.plans import validate_plan_text
+from bot.demo.plan import UNITS as DEMO_UNITS
 from bot.runner.lanes import ownership_violations
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,9 +208,24 @@ PLAN_PATTERNS = [
     "^(" + "|".join(f"src/module{index}/file{index}\\.py" for index in range(12)) + ")$",
 ]
 PATHS = [
-    "app/api/x.py", "src/a/b.py", "lib/c.py", "docs/guide/intro.md", "docs/intro01.md", "README.md", "tools/run",
-    ".github/workflows/ci.yml", "src/v12/mod.c", "app/x/tests/y_test.py", "app/a_b/c.py", "src/module3/file3.py",
-    "docs/index.md", "docs/a/b/index.md", "src/p/q.pyi", "cli/main.py", "", "a" * 5000 + "b",
+    "app/api/x.py",
+    "src/a/b.py",
+    "lib/c.py",
+    "docs/guide/intro.md",
+    "docs/intro01.md",
+    "README.md",
+    "tools/run",
+    ".github/workflows/ci.yml",
+    "src/v12/mod.c",
+    "app/x/tests/y_test.py",
+    "app/a_b/c.py",
+    "src/module3/file3.py",
+    "docs/index.md",
+    "docs/a/b/index.md",
+    "src/p/q.pyi",
+    "cli/main.py",
+    "",
+    "a" * 5000 + "b",
 ]
 
 
@@ -277,6 +292,16 @@ def test_a_plan_with_every_kind_of_real_expression_is_built_against_tracked_path
         unit("ci", r"\.github/"),
         unit("versions", "^vendor/v[0-9]{1,3}/"),
     ]
-    tracked = ["app/api/x.py", "src/a/b.py", "lib/c.py", "docs/guide/intro.md", "README.md", "tools/run",
-               ".github/workflows/ci.yml", "vendor/v12/mod.c", "docs/notes.txt", "src/data.json"]
+    tracked = [
+        "app/api/x.py",
+        "src/a/b.py",
+        "lib/c.py",
+        "docs/guide/intro.md",
+        "README.md",
+        "tools/run",
+        ".github/workflows/ci.yml",
+        "vendor/v12/mod.c",
+        "docs/notes.txt",
+        "src/data.json",
+    ]
     assert [unit.id for unit in build_graph(raw, tracked_paths=tracked)] == [u["id"] for u in raw]

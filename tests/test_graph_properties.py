@@ -49,9 +49,7 @@ plausible_values = {
     "brief": st.just("b"),
     "estimate": st.integers(-2, 30),
 }
-unit_like = st.fixed_dictionaries(
-    {}, optional={key: value | json_values for key, value in plausible_values.items()}
-)
+unit_like = st.fixed_dictionaries({}, optional={key: value | json_values for key, value in plausible_values.items()})
 plans = st.lists(unit_like | json_values, max_size=7) | json_values
 tracked = st.lists(st.sampled_from(["a/x", "b", "bb/c", "x.py"]) | st.text(max_size=5), max_size=6)
 # Nearly valid plans: every required key and plausible values, so that a good share passes.
@@ -193,10 +191,7 @@ def test_a_back_edge_is_reported_as_a_cycle_along_real_needs(dag, data):
     if not edges:
         return
     dependent, dependency = data.draw(st.sampled_from(edges))
-    raw = [
-        unit | {"needs": [*unit["needs"], dependent]} if unit["id"] == dependency else unit
-        for unit in dag.raw
-    ]
+    raw = [unit | {"needs": [*unit["needs"], dependent]} if unit["id"] == dependency else unit for unit in dag.raw]
     found = validate(raw, max_units=MAX_UNITS)
     assert len(found) == 1
     prefix = "Dependency cycle detected: "
@@ -222,10 +217,12 @@ def test_a_back_edge_is_reported_as_a_cycle_along_real_needs(dag, data):
 ere_atoms = st.sampled_from(["a", "b", ".", "[ab]", "[^a]", "[^/]", "\\.", "-", "/", "^", "$", "()", "[[:alpha:]]"])
 ere_grammar = st.recursive(
     ere_atoms,
-    lambda inner: st.tuples(inner, inner).map("".join)
-    | st.tuples(inner, inner).map(lambda pair: f"({pair[0]}|{pair[1]})")
-    | st.tuples(inner, st.sampled_from(["*", "+", "?", "{2}", "{1,3}", "{0,}", "{2,40}"])).map(
-        lambda pair: f"({pair[0]}){pair[1]}"
+    lambda inner: (
+        st.tuples(inner, inner).map("".join)
+        | st.tuples(inner, inner).map(lambda pair: f"({pair[0]}|{pair[1]})")
+        | st.tuples(inner, st.sampled_from(["*", "+", "?", "{2}", "{1,3}", "{0,}", "{2,40}"])).map(
+            lambda pair: f"({pair[0]}){pair[1]}"
+        )
     ),
     max_leaves=8,
 )
@@ -262,8 +259,11 @@ def gnu_grep() -> str:
 def grep_e_matches(grep: str, expression: str, paths: list[str]) -> list[int] | None:
     """The 0-based positions of the paths `grep -E` matches, or None when grep refuses the expression."""
     found = subprocess.run(
-        [grep, "-E", "-n", "-e", expression], input="".join(f"{path}\n" for path in paths),
-        capture_output=True, text=True, env={"LC_ALL": "C"},
+        [grep, "-E", "-n", "-e", expression],
+        input="".join(f"{path}\n" for path in paths),
+        capture_output=True,
+        text=True,
+        env={"LC_ALL": "C"},
     )
     if found.returncode > 1:
         return None

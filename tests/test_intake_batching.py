@@ -16,9 +16,9 @@ from anyio import to_thread
 from sqlalchemy.exc import DataError
 from sqlmodel import select
 
-from bot.web import intake as webhooks
 from bot.edges.store import db, deliveries
 from bot.edges.store.models import Delivery
+from bot.web import intake as webhooks
 from tests.app_helpers import WAIT_LIMIT_SECONDS, WEBHOOK_PATH, delivery_headers, running_lanebot
 
 pytestmark = pytest.mark.anyio
@@ -83,9 +83,14 @@ class Wakes:
 
 def verified(delivery_id: str, *, installation_id: int | None = 4242) -> webhooks.VerifiedDelivery:
     payload = json.dumps({"action": "opened", "comment": BODY_MARKER, "installation": {"id": installation_id}})
-    return webhooks.VerifiedDelivery(delivery_id=delivery_id, event="issues", action="opened",
-                                     installation_id=installation_id, repository="octo/repo",
-                                     payload=payload.encode())
+    return webhooks.VerifiedDelivery(
+        delivery_id=delivery_id,
+        event="issues",
+        action="opened",
+        installation_id=installation_id,
+        repository="octo/repo",
+        payload=payload.encode(),
+    )
 
 
 def offer(writer: webhooks.DeliveryWriter, *batch: webhooks.VerifiedDelivery) -> list[asyncio.Task[bool]]:
@@ -97,8 +102,10 @@ async def answers(tasks: list[asyncio.Task[Any]]) -> list[Any]:
     """Each task's result, or the IntakeError's (status, message) it raised."""
     with anyio.fail_after(WAIT_LIMIT_SECONDS):
         outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    return [(outcome.status, outcome.message) if isinstance(outcome, webhooks.IntakeError) else outcome
-            for outcome in outcomes]
+    return [
+        (outcome.status, outcome.message) if isinstance(outcome, webhooks.IntakeError) else outcome
+        for outcome in outcomes
+    ]
 
 
 async def after_loop_turns(condition: Callable[[], bool], turns: int = 50) -> None:
@@ -209,8 +216,9 @@ async def test_one_bad_delivery_in_a_batch_fails_alone_and_the_others_are_stored
     writes.hold()
     first = offer(writer, verified("first"))
     await writes.a_batch_entered()
-    later = offer(writer, verified("good-1"), verified("bad", installation_id=OUT_OF_RANGE_INSTALLATION_ID),
-                  verified("good-2"))
+    later = offer(
+        writer, verified("good-1"), verified("bad", installation_id=OUT_OF_RANGE_INSTALLATION_ID), verified("good-2")
+    )
     await after_loop_turns(lambda: writer.waiting == 3)
     writes.release()
     first_answer, good_1, bad, good_2 = await answers(first + later)
@@ -331,8 +339,11 @@ async def test_a_bad_delivery_in_a_batch_costs_only_its_own_request_a_500(engine
         writes.hold()
         first = asyncio.create_task(post(client, "first"))
         await writes.a_batch_entered()
-        batch = [asyncio.create_task(post(client, "good-1")), asyncio.create_task(post(client, "bad", bad_payload)),
-                 asyncio.create_task(post(client, "good-2"))]
+        batch = [
+            asyncio.create_task(post(client, "good-1")),
+            asyncio.create_task(post(client, "bad", bad_payload)),
+            asyncio.create_task(post(client, "good-2")),
+        ]
         await after_loop_turns(lambda: app.state.writer.waiting == 3, turns=500)
         writes.release()
         first_response, good_1, bad, good_2 = await answers([first, *batch])
@@ -342,7 +353,8 @@ async def test_a_bad_delivery_in_a_batch_costs_only_its_own_request_a_500(engine
 
 
 async def test_shutdown_with_a_batch_in_flight_answers_its_requests_and_then_refuses_with_503(
-        engine, writes, monkeypatch):
+    engine, writes, monkeypatch
+):
     async with running_lanebot(engine) as (app, client):
         writer = app.state.writer
         stop = writer.stop

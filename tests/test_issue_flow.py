@@ -32,15 +32,15 @@ import yaml
 from gidgethub import sansio
 from sqlmodel import col, select
 
-from bot.web.app import create_app
-from bot.web.dispatcher import HandlerContext
-from bot.edges.github.client import GitHubApp
-from bot.web.handlers import router
-from bot.runner.jobs import BUILD_UNAVAILABLE, Jobs
 from bot.core.labels import is_state_label
-from bot.sandbox.faults import Fault
+from bot.edges.github.client import GitHubApp
 from bot.edges.store import db, deliveries, runs
 from bot.edges.store.models import Run
+from bot.runner.jobs import BUILD_UNAVAILABLE, Jobs
+from bot.sandbox.faults import Fault
+from bot.web.app import create_app
+from bot.web.dispatcher import HandlerContext
+from bot.web.handlers import router
 from tests.app_helpers import SECRET, WEBHOOK_PATH, make_settings, running, settle
 from tests.sandbox_helpers import SandboxRepository, WebhookInbox, served_sandbox
 
@@ -59,7 +59,7 @@ GATE = re.compile(r"\A<!-- lanebot:gate run=(\d+) rev=(\d+)( superseded=\d+)? --
 #   valid          a two-unit plan; a one-unit plan when a maintainer's feedback asks for one
 #   invalid-twice  a plan whose files overlap, twice, then the valid plan
 #   never          a plan with a cycle, every time
-PLANNER = textwrap.dedent('''\
+PLANNER = textwrap.dedent("""\
     import json, pathlib, sys
     state = pathlib.Path(sys.argv[1])
     prompt = sys.stdin.read()
@@ -87,22 +87,27 @@ PLANNER = textwrap.dedent('''\
     out.mkdir(exist_ok=True)
     (out / "units.jsonl").write_text("".join(json.dumps(unit) + "\\n" for unit in plan))
     print(json.dumps({"type": "result", "result": f"wrote {len(plan)} units"}))
-''')
+""")
 
-HAND_PLAN = textwrap.dedent('''\
+HAND_PLAN = textwrap.dedent("""\
     /plan
 
     ```lanebot-plan
     {"id": "docs", "title": "Document the syntax", "needs": [], "files": "^README\\\\.md$", "check": "test -s README.md", "brief": "Describe it in README.md."}
     ```
-''')
+""")
 
 
 # --------------------------------------------------------------------------- GitHub: the sandbox
 
 REPOSITORY_CONFIG = "plan:\n  agent: command\n  max_retries: 2\n"
-PROJECT = {"README.md": "# Hello\n", "src/lexer.py": "TOKENS = []\n", "src/parser.py": "def parse(): ...\n",
-           "tests/test_parser.py": "def test_parse(): ...\n", ".github/lanebot.yml": REPOSITORY_CONFIG}
+PROJECT = {
+    "README.md": "# Hello\n",
+    "src/lexer.py": "TOKENS = []\n",
+    "src/parser.py": "def parse(): ...\n",
+    "tests/test_parser.py": "def test_parse(): ...\n",
+    ".github/lanebot.yml": REPOSITORY_CONFIG,
+}
 COMMENTS = rf"/repos/{REPO}/issues/{ISSUE}/comments"
 PERMISSIONS = rf"/repos/{REPO}/collaborators/[^/]+/permission"
 CONTENTS = rf"/repos/{REPO}/contents/.+"
@@ -132,8 +137,11 @@ class GitHub:
         return self.repository.comments(ISSUE)
 
     def lanebot_comments(self, kind: str | None = None) -> list[dict[str, Any]]:
-        return [c for c in self.comments() if c["by_app"]
-                and (kind is None or c["body"].startswith(f"<!-- lanebot:{kind} "))]
+        return [
+            c
+            for c in self.comments()
+            if c["by_app"] and (kind is None or c["body"].startswith(f"<!-- lanebot:{kind} "))
+        ]
 
     def gates(self) -> list[dict[str, Any]]:
         return self.lanebot_comments("gate")
@@ -185,8 +193,15 @@ def host_workflows(tmp_path: Path, planner_state: Path, monkeypatch: pytest.Monk
 class World:
     """The running app, GitHub behind it, and the planner's record of what it was asked."""
 
-    def __init__(self, app: Any, client: httpx.AsyncClient, github: GitHub, inbox: WebhookInbox,
-                 app_github: GitHubApp, planner_state: Path) -> None:
+    def __init__(
+        self,
+        app: Any,
+        client: httpx.AsyncClient,
+        github: GitHub,
+        inbox: WebhookInbox,
+        app_github: GitHubApp,
+        planner_state: Path,
+    ) -> None:
         self.app = app
         self.client = client
         self.github = github
@@ -227,10 +242,16 @@ class World:
                     break
                 for delivery in batch:
                     await self.hand_on(delivery)
-        failed = [(row.event, row.error) for row in deliveries.list_recent(self.engine, 500) if row.status != "processed"]
+        failed = [
+            (row.event, row.error) for row in deliveries.list_recent(self.engine, 500) if row.status != "processed"
+        ]
         assert failed == []
-        problems = [(event.kind, event.data) for run in self.runs() for event in runs.run_events(self.engine, run.id)
-                    if event.kind == "job_failed"]
+        problems = [
+            (event.kind, event.data)
+            for run in self.runs()
+            for event in runs.run_events(self.engine, run.id)
+            if event.kind == "job_failed"
+        ]
         assert problems == []
 
     def runs(self) -> list[Run]:
@@ -255,14 +276,20 @@ async def world(engine, tmp_path, host_workflows, planner_state) -> AsyncIterato
     async def no_sleep(_seconds: float) -> None:
         await asyncio.sleep(0)
 
-    with served_sandbox(tmp_path, webhook_url=f"http://lanebot.test{WEBHOOK_PATH}", webhook_secret=SECRET,
-                        webhook_client=inbox.client()) as server:
+    with served_sandbox(
+        tmp_path, webhook_url=f"http://lanebot.test{WEBHOOK_PATH}", webhook_secret=SECRET, webhook_client=inbox.client()
+    ) as server:
         (tmp_path / "hello-world").mkdir()
         repository = SandboxRepository.create(server, tmp_path / "hello-world", REPO, PROJECT, private=False)
         with contextlib.closing(repository):
-            assert repository.open_issue("Spelling error in the README file",
-                                         "It looks like you accidently spelled 'commit' with two 't's.",
-                                         login=MAINTAINER) == ISSUE
+            assert (
+                repository.open_issue(
+                    "Spelling error in the README file",
+                    "It looks like you accidently spelled 'commit' with two 't's.",
+                    login=MAINTAINER,
+                )
+                == ISSUE
+            )
             repository.human.add_collaborator(REPO, "reader", "read")
             settings = make_settings(str(engine.url), workdir=tmp_path / "work", github_api_url=server.url)
             app_github = GitHubApp(settings, sleep=no_sleep)
@@ -322,10 +349,12 @@ async def test_a_plan_that_fails_validation_twice_then_passes_gets_one_gate_comm
     prompts = world.prompts()
     assert len(prompts) == 3
     sessions = runs.sessions(world.engine, world.run().id)
-    assert [(s.kind, s.attempt, s.status) for s in sessions] == [("plan", 1, "succeeded"), ("plan", 2, "succeeded"),
-                                                               ("plan", 3, "succeeded")]
-    assert all(s.pid and s.ended_at and s.transcript_path.endswith(f"plan-attempt-{s.attempt}.jsonl")
-               for s in sessions)
+    assert [(s.kind, s.attempt, s.status) for s in sessions] == [
+        ("plan", 1, "succeeded"),
+        ("plan", 2, "succeeded"),
+        ("plan", 3, "succeeded"),
+    ]
+    assert all(s.pid and s.ended_at and s.transcript_path.endswith(f"plan-attempt-{s.attempt}.jsonl") for s in sessions)
     refused = "## Your previous attempt was refused"
     assert refused not in prompts[0]
     overlap = "unit 'lexer': files '^src/' overlaps unit 'parser'"
@@ -372,8 +401,9 @@ async def test_a_lost_answer_to_the_gate_post_does_not_make_a_second_gate(world)
 
 
 async def test_a_broken_repository_configuration_answers_with_its_problems(world, tmp_path):
-    world.github.repository.commit({".github/lanebot.yml": "plan:\n  max_unit: 3\n"}, "Tune lanebot",
-                                   tmp_path / "scratch")
+    world.github.repository.commit(
+        {".github/lanebot.yml": "plan:\n  max_unit: 3\n"}, "Tune lanebot", tmp_path / "scratch"
+    )
     await world.comment("/plan")
     assert world.runs() == []
     [answer] = world.github.answers()
@@ -404,8 +434,11 @@ async def test_approve_by_a_bot_is_ignored_without_asking_github_anything(world)
     before = len(world.github.repository.api_requests())
     bot = world.app_github.installation_client(world.github.repository.installation_id, REPO)  # the App's bot
     owner, name = REPO.split("/")
-    await bot.post("/repos/{owner}/{repo}/issues/{issue_number}/comments",
-                   {"owner": owner, "repo": name, "issue_number": ISSUE}, data={"body": "/approve"})
+    await bot.post(
+        "/repos/{owner}/{repo}/issues/{issue_number}/comments",
+        {"owner": owner, "repo": name, "issue_number": ISSUE},
+        data={"body": "/approve"},
+    )
 
     await world.settled()
 
@@ -472,8 +505,10 @@ async def test_approvals_handled_concurrently_are_decided_by_the_database(world)
 
     for _ in range(20):
         world.github.comment("/approve")
-    events = [sansio.Event(json.loads(body), event=headers["X-GitHub-Event"], delivery_id=headers["X-GitHub-Delivery"])
-              for headers, body in world.delivered()]
+    events = [
+        sansio.Event(json.loads(body), event=headers["X-GitHub-Event"], delivery_id=headers["X-GitHub-Delivery"])
+        for headers, body in world.delivered()
+    ]
     assert len(events) == 20
     context = world.app.state.jobs.context
     await asyncio.gather(*(router.dispatch(event, context=context) for event in events))
@@ -619,8 +654,13 @@ async def test_a_comment_without_commands_costs_no_request(world):
 
 
 async def test_a_run_left_in_planning_by_a_restart_is_planned_again_at_start_up(world):
-    run = runs.create_run(world.engine, installation_id=world.github.repository.installation_id, repository=REPO,
-                          issue_number=ISSUE, requested_by="Codertocat")
+    run = runs.create_run(
+        world.engine,
+        installation_id=world.github.repository.installation_id,
+        repository=REPO,
+        issue_number=ISSUE,
+        requested_by="Codertocat",
+    )
     await world.app.state.jobs.resume()
     await world.settled()
     assert runs.get_run(world.engine, run.id).state == "awaiting_approval"

@@ -31,21 +31,28 @@ def apply(current: list[str], changes: LabelChanges) -> list[str]:
 
 def test_the_six_state_labels_exist_with_their_documented_names():
     assert STATE_NAMES == [
-        "lanebot:planning", "lanebot:awaiting-approval", "lanebot:running",
-        "lanebot:blocked", "lanebot:done", "lanebot:failed",
+        "lanebot:planning",
+        "lanebot:awaiting-approval",
+        "lanebot:running",
+        "lanebot:blocked",
+        "lanebot:done",
+        "lanebot:failed",
     ]
 
 
-@pytest.mark.parametrize("state, name", [
-    (RunState.PLANNING, "lanebot:planning"),
-    (RunState.AWAITING_APPROVAL, "lanebot:awaiting-approval"),
-    (RunState.RUNNING, "lanebot:running"),
-    (RunState.INTEGRATING, "lanebot:running"),
-    (RunState.BLOCKED, "lanebot:blocked"),
-    (RunState.DONE, "lanebot:done"),
-    (RunState.FAILED, "lanebot:failed"),
-    ("awaiting_approval", "lanebot:awaiting-approval"),
-])
+@pytest.mark.parametrize(
+    "state, name",
+    [
+        (RunState.PLANNING, "lanebot:planning"),
+        (RunState.AWAITING_APPROVAL, "lanebot:awaiting-approval"),
+        (RunState.RUNNING, "lanebot:running"),
+        (RunState.INTEGRATING, "lanebot:running"),
+        (RunState.BLOCKED, "lanebot:blocked"),
+        (RunState.DONE, "lanebot:done"),
+        (RunState.FAILED, "lanebot:failed"),
+        ("awaiting_approval", "lanebot:awaiting-approval"),
+    ],
+)
 def test_each_working_state_has_its_label_and_integrating_shows_as_running(state, name):
     assert label_for(state).name == name
 
@@ -112,15 +119,20 @@ def test_the_trigger_label_is_configurable_but_cannot_be_a_state_label():
 def test_missing_labels_lists_what_the_repository_lacks_ignoring_case():
     missing = missing_labels(["bug", "LANEBOT", "lanebot:planning", "Lanebot:Done"])
     assert [spec.name for spec in missing] == [
-        "lanebot:awaiting-approval", "lanebot:running", "lanebot:blocked", "lanebot:failed",
+        "lanebot:awaiting-approval",
+        "lanebot:running",
+        "lanebot:blocked",
+        "lanebot:failed",
     ]
     assert missing_labels([*STATE_NAMES, "lanebot"]) == ()
 
 
 # State labels in any case, the trigger label, a look-alike, and anything at all.
-label_names = st.sampled_from(STATE_NAMES).flatmap(
-    lambda name: st.sampled_from([name, name.upper(), name.title()])
-) | st.sampled_from(["bug", "lanebot", "lanebot:integrating", "Lanebot"]) | st.text(max_size=12)
+label_names = (
+    st.sampled_from(STATE_NAMES).flatmap(lambda name: st.sampled_from([name, name.upper(), name.title()]))
+    | st.sampled_from(["bug", "lanebot", "lanebot:integrating", "Lanebot"])
+    | st.text(max_size=12)
+)
 states = st.sampled_from([*RunState, None])
 
 

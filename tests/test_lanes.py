@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from bot.core.checks import SUMMARY_LIMIT, external_id, lane_check_name, parse_external_id
-from bot.render.checks import lane_report, verify_report
 from bot.core.graph import Graph, Unit
+from bot.core.names import integration_branch, lane_branch, merge_message, parse_merge_message
+from bot.render.checks import lane_report, verify_report
 from bot.render.pull_request import LaneSummary, pr_body, split_pr_text
 from bot.runner.lanes import FailureKind, LaneFailure, keep_tail, ownership_violations, run_script
-from bot.core.names import integration_branch, lane_branch, merge_message, parse_merge_message
 
 
 def make_unit(files: str, unit_id: str = "api") -> Unit:
@@ -63,8 +63,12 @@ def test_a_unit_whose_files_name_the_workflows_folder_may_change_it():
 def test_a_lane_failure_round_trips_through_its_row():
     failure = LaneFailure(FailureKind.OWNERSHIP, "changed paths outside its files", 2, output="x\n", paths=("a", "b"))
     assert LaneFailure.from_text(failure.to_text()) == failure
-    assert failure.prompt() == {"reason": "changed paths outside its files", "attempt": 2, "paths": ["a", "b"],
-                                "output": "x\n"}
+    assert failure.prompt() == {
+        "reason": "changed paths outside its files",
+        "attempt": 2,
+        "paths": ["a", "b"],
+        "output": "x\n",
+    }
 
 
 def test_a_failure_written_as_plain_text_is_read_as_an_error_with_its_first_line_as_reason():
@@ -110,8 +114,9 @@ async def test_a_command_past_its_timeout_is_stopped_with_its_whole_process_grou
 @pytest.mark.anyio
 async def test_a_cancelled_command_leaves_no_process_behind(tmp_path):
     pid_file = tmp_path / "child.pid"
-    task = asyncio.ensure_future(run_script(f"echo $$ > {pid_file}; exec sleep 60", script=tmp_path / "c.sh",
-                                            cwd=tmp_path, timeout=60, env={}))
+    task = asyncio.ensure_future(
+        run_script(f"echo $$ > {pid_file}; exec sleep 60", script=tmp_path / "c.sh", cwd=tmp_path, timeout=60, env={})
+    )
     while not pid_file.exists() or not pid_file.read_text().strip():
         await asyncio.sleep(0.01)
     task.cancel()
@@ -139,9 +144,15 @@ def test_check_runs_are_named_after_the_lane_and_carry_an_external_id_that_parse
 
 
 def test_a_lane_summary_names_the_files_the_output_and_the_transcript_and_fits_githubs_cap():
-    report = lane_report(unit_id="api", attempt=2, passed=False, reason="its check exited with status 1",
-                         changed_paths=["app/api/status.py"], check_output="x" * 200_000 + "\nTHE END",
-                         transcript="/work/transcripts/1/api/attempt-2.jsonl")
+    report = lane_report(
+        unit_id="api",
+        attempt=2,
+        passed=False,
+        reason="its check exited with status 1",
+        changed_paths=["app/api/status.py"],
+        check_output="x" * 200_000 + "\nTHE END",
+        transcript="/work/transcripts/1/api/attempt-2.jsonl",
+    )
     assert report.conclusion == "failure"
     assert report.title == "attempt 2 failed: its check exited with status 1"
     assert len(report.summary) <= SUMMARY_LIMIT
@@ -151,14 +162,16 @@ def test_a_lane_summary_names_the_files_the_output_and_the_transcript_and_fits_g
 
 def test_a_huge_list_of_changed_paths_is_cut_with_a_count():
     paths = [f"app/api/module_{n}.py" for n in range(5_000)]
-    report = lane_report(unit_id="api", attempt=1, passed=True, reason=None, changed_paths=paths,
-                         check_output="", transcript="t")
+    report = lane_report(
+        unit_id="api", attempt=1, passed=True, reason=None, changed_paths=paths, check_output="", transcript="t"
+    )
     assert report.conclusion == "success" and "… and 4800 more" in report.summary
 
 
 def test_a_verify_summary_shows_the_command_and_the_end_of_its_output():
-    report = verify_report(passed=False, command="make test", output="1 failed\n", reason="verify exited with status 2",
-                           transcript=None)
+    report = verify_report(
+        passed=False, command="make test", output="1 failed\n", reason="verify exited with status 2", transcript=None
+    )
     assert report.conclusion == "failure" and "make test" in report.summary and "1 failed" in report.summary
 
 
@@ -167,39 +180,77 @@ def test_a_verify_summary_shows_the_command_and_the_end_of_its_output():
 
 def test_the_pr_file_gives_the_title_on_its_first_line_and_the_body_after():
     assert split_pr_text("\n# Add a status column\n\nIt adds one.\n\nAnd more.\n") == (
-        "Add a status column", "It adds one.\n\nAnd more.")
+        "Add a status column",
+        "It adds one.\n\nAnd more.",
+    )
     assert split_pr_text("") == ("", "")
 
 
 def _graph() -> Graph:
-    return Graph((Unit("migration", "Add it", (), "^m/", "true", "b"), Unit("api", "Expose", ("migration",), "^a/", "true", "b")))
+    return Graph(
+        (Unit("migration", "Add it", (), "^m/", "true", "b"), Unit("api", "Expose", ("migration",), "^a/", "true", "b"))
+    )
 
 
 def _lanes() -> list[LaneSummary]:
-    return [LaneSummary("migration", "Add it", "lanebot-lanes/7/migration", 1, 65.0, 1, "https://github.test/o/r/runs/5"),
-            LaneSummary("api", "Expose", "lanebot-lanes/7/api", 2, 30.0, 2, None)]
+    return [
+        LaneSummary("migration", "Add it", "lanebot-lanes/7/migration", 1, 65.0, 1, "https://github.test/o/r/runs/5"),
+        LaneSummary("api", "Expose", "lanebot-lanes/7/api", 2, 30.0, 2, None),
+    ]
 
 
 def test_the_pr_body_is_the_integrators_text_then_units_graph_timing_sessions_and_closes():
-    body = pr_body(integrator_body="It works.", notes=[], issue_number=7, graph=_graph(), lanes=_lanes(),
-                   schedule="barrier", wall_clock_s=60.0, sum_of_lanes_s=95.0,
-                   sessions={"plan": 1, "lane": 3, "integrate": 1})
+    body = pr_body(
+        integrator_body="It works.",
+        notes=[],
+        issue_number=7,
+        graph=_graph(),
+        lanes=_lanes(),
+        schedule="barrier",
+        wall_clock_s=60.0,
+        sum_of_lanes_s=95.0,
+        sessions={"plan": 1, "lane": 3, "integrate": 1},
+    )
     assert body.startswith("It works.\n\n---")
-    for needle in ("<code>lanebot-lanes/7/migration</code>", "[lanebot / migration](https://github.test/o/r/runs/5)",
-                   "```mermaid\nflowchart TD", "| 1 min 5 s |", "**Wall-clock:** 1 min from the first lane",
-                   "against 1 min 35 s for the lanes one after the other: 1.6× faster", "5 agent sessions (1 planner, 3 lanes, 1 integrator)"):
+    for needle in (
+        "<code>lanebot-lanes/7/migration</code>",
+        "[lanebot / migration](https://github.test/o/r/runs/5)",
+        "```mermaid\nflowchart TD",
+        "| 1 min 5 s |",
+        "**Wall-clock:** 1 min from the first lane",
+        "against 1 min 35 s for the lanes one after the other: 1.6× faster",
+        "5 agent sessions (1 planner, 3 lanes, 1 integrator)",
+    ):
         assert needle in body
     assert body.rstrip().endswith("Closes #7")
 
 
 def test_an_overlong_integrator_text_is_cut_so_the_body_fits_and_keeps_closes():
-    body = pr_body(integrator_body="words " * 30_000, notes=[], issue_number=7, graph=_graph(), lanes=_lanes(),
-                   schedule="eager", wall_clock_s=None, sum_of_lanes_s=None, sessions={})
+    body = pr_body(
+        integrator_body="words " * 30_000,
+        notes=[],
+        issue_number=7,
+        graph=_graph(),
+        lanes=_lanes(),
+        schedule="eager",
+        wall_clock_s=None,
+        sum_of_lanes_s=None,
+        sessions={},
+    )
     assert len(body) <= 65_536
     assert "cut to fit" in body and body.rstrip().endswith("Closes #7")
 
 
 def test_an_integrators_mention_of_someone_in_a_note_is_escaped():
-    body = pr_body(integrator_body="", notes=["@everyone look <script>"], issue_number=7, graph=_graph(),
-                   lanes=_lanes(), schedule="barrier", wall_clock_s=None, sum_of_lanes_s=None, sessions={})
+    body = pr_body(
+        integrator_body="",
+        notes=["@everyone look <script>"],
+        issue_number=7,
+        graph=_graph(),
+        lanes=_lanes(),
+        schedule="barrier",
+        wall_clock_s=None,
+        sum_of_lanes_s=None,
+        sessions={},
+    )
     assert "<script>" not in body and "@everyone" not in body

@@ -126,18 +126,14 @@ def test_terminal_states_are_rejected_cancelled_and_failed():
 def test_refusing_a_command_names_the_action_the_state_and_what_is_valid_now():
     with pytest.raises(InvalidTransition) as refused:
         transition(S.RUNNING, E.APPROVE)
-    assert str(refused.value) == (
-        "cannot approve a run that is running; valid now: /cancel, /status, /help"
-    )
+    assert str(refused.value) == ("cannot approve a run that is running; valid now: /cancel, /status, /help")
     assert refused.value.valid_now == ("cancel", "status", "help")
 
 
 def test_refusing_a_command_on_an_issue_without_a_run_says_so():
     with pytest.raises(InvalidTransition) as refused:
         transition(None, E.APPROVE)
-    assert str(refused.value) == (
-        "cannot approve an issue with no run yet; valid now: /plan, /status, /help"
-    )
+    assert str(refused.value) == ("cannot approve an issue with no run yet; valid now: /plan, /status, /help")
 
 
 def test_state_names_read_as_words_in_messages():
@@ -163,8 +159,7 @@ def test_refusing_a_reported_event_names_the_states_it_is_valid_in():
     with pytest.raises(InvalidTransition) as refused:
         transition(S.PLANNING, E.LANES_MERGED)
     assert str(refused.value) == (
-        "cannot apply lanes_merged to a run that is planning; "
-        "lanes_merged is valid only when the run is running"
+        "cannot apply lanes_merged to a run that is planning; lanes_merged is valid only when the run is running"
     )
 
 

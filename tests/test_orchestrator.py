@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from bot.runner import orchestrator
-from bot.edges.github.client import GitHubApp
-from bot.core.names import integration_branch, lane_branch
 from bot.core.lifecycle import InvalidTransition
+from bot.core.names import integration_branch, lane_branch
+from bot.edges.github.client import GitHubApp
 from bot.edges.store import runs as store
 from bot.edges.store.db import make_engine
+from bot.runner import orchestrator
 from tests.lanes_helpers import (
     INSTALLATION,
     ISSUE,
@@ -48,19 +48,44 @@ from tests.sandbox_helpers import Readout, SandboxRepository, recording_tokens, 
 
 pytestmark = pytest.mark.slow
 
-PROJECT = {"README.md": "# tasks\n", "app/__init__.py": "", "app/tui/__init__.py": "", "app/cli.py": "def main(): ...\n"}
+PROJECT = {
+    "README.md": "# tasks\n",
+    "app/__init__.py": "",
+    "app/tui/__init__.py": "",
+    "app/cli.py": "def main(): ...\n",
+}
 WAIT_LIMIT_S = 30  # a hang guard, never a timing assertion
 
 WORKED_EXAMPLE = [
-    unit("migration", "^migrations/", "test -f migrations/001_status.sql", title="Add the status column",
-         brief=recipe("migrations/001_status.sql", "ALTER TABLE tasks ADD COLUMN status TEXT;\n")),
-    unit("tui-rows", "^app/tui/", "test -f app/tui/rows.py", title="Show status in the TUI rows",
-         brief=recipe("app/tui/rows.py", "def row(task): return f'{task.title} [{task.status}]'\n")),
-    unit("api-endpoint", "^app/api/", "test -f app/api/status.py && test -f migrations/001_status.sql",
-         needs=("migration",), title="Expose status in the API",
-         brief=recipe("app/api/status.py", "def status(task): return task.status\n")),
-    unit("cli-flag", r"^app/cli\.py$", "grep -q -- --status app/cli.py", title="Add --status to the CLI",
-         brief=recipe("app/cli.py", "def main(): ...  # --status filters by status\n")),
+    unit(
+        "migration",
+        "^migrations/",
+        "test -f migrations/001_status.sql",
+        title="Add the status column",
+        brief=recipe("migrations/001_status.sql", "ALTER TABLE tasks ADD COLUMN status TEXT;\n"),
+    ),
+    unit(
+        "tui-rows",
+        "^app/tui/",
+        "test -f app/tui/rows.py",
+        title="Show status in the TUI rows",
+        brief=recipe("app/tui/rows.py", "def row(task): return f'{task.title} [{task.status}]'\n"),
+    ),
+    unit(
+        "api-endpoint",
+        "^app/api/",
+        "test -f app/api/status.py && test -f migrations/001_status.sql",
+        needs=("migration",),
+        title="Expose status in the API",
+        brief=recipe("app/api/status.py", "def status(task): return task.status\n"),
+    ),
+    unit(
+        "cli-flag",
+        r"^app/cli\.py$",
+        "grep -q -- --status app/cli.py",
+        title="Add --status to the CLI",
+        brief=recipe("app/cli.py", "def main(): ...  # --status filters by status\n"),
+    ),
 ]
 VERIFY_ALL = "test -f migrations/001_status.sql && test -f app/api/status.py && test -f app/tui/rows.py"
 
@@ -95,26 +120,42 @@ def sqlite_url(tmp_path: Path, migrated_sqlite_file: Path) -> str:
 
 @contextlib.asynccontextmanager
 async def world(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str, *, build: dict[str, Any],
-    integrate: dict[str, Any] | None = None, steps: dict[str, Any] | None = None, files: dict[str, str] = PROJECT,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sqlite_url: str,
+    *,
+    build: dict[str, Any],
+    integrate: dict[str, Any] | None = None,
+    steps: dict[str, Any] | None = None,
+    files: dict[str, str] = PROJECT,
     pull_request: dict[str, Any] | None = None,
 ) -> AsyncIterator[World]:
     (tmp_path / "agent").mkdir()
     scenario = Scenario(tmp_path / "agent", steps or {})
-    host = {"build": {"max_retries": 1, "timeout": "60s", **build},
-            "integrate": {"agent": "recipe", "verify": "true", "max_retries": 0, **(integrate or {})},
-            "pull_request": pull_request or {}}
+    host = {
+        "build": {"max_retries": 1, "timeout": "60s", **build},
+        "integrate": {"agent": "recipe", "verify": "true", "max_retries": 0, **(integrate or {})},
+        "pull_request": pull_request or {},
+    }
     monkeypatch.setenv("LANEBOT_WORKFLOWS_DIR", str(make_workflow_dir(tmp_path, host, scenario.argv())))
     engine = make_engine(sqlite_url)
     (tmp_path / "project").mkdir()
     try:
         with served_sandbox(tmp_path) as server:
-            github = SandboxRepository.create(server, tmp_path / "project", f"{OWNER}/{REPO}", files,
-                                              first_commit="The project before the issue", organization=True)
+            github = SandboxRepository.create(
+                server,
+                tmp_path / "project",
+                f"{OWNER}/{REPO}",
+                files,
+                first_commit="The project before the issue",
+                organization=True,
+            )
             with contextlib.closing(github):
                 assert github.installation_id == INSTALLATION, "approved_run records the sandbox's first installation"
-                assert github.open_issue("Show task status", "Tasks need a status.", login="maintainer",
-                                         role="admin") == ISSUE
+                assert (
+                    github.open_issue("Show task status", "Tasks need a status.", login="maintainer", role="admin")
+                    == ISSUE
+                )
                 settings = make_settings(tmp_path, sqlite_url, server.url)
                 async with recording_tokens() as (http, tokens), GitHubApp(settings, http) as app:
                     context = RunnerContext(engine=engine, github=app, settings=settings)
@@ -158,13 +199,19 @@ def worked_example(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite_fil
 
     async def drive() -> Finished:
         with pytest.MonkeyPatch.context() as patch:
-            async with world(root, patch, f"sqlite:///{root / 'lanebot.db'}", build={"agent": "recipe"},
-                             integrate={"verify": VERIFY_ALL}) as w:
+            async with world(
+                root,
+                patch,
+                f"sqlite:///{root / 'lanebot.db'}",
+                build={"agent": "recipe"},
+                integrate={"verify": VERIFY_ALL},
+            ) as w:
                 run_id = approved_run(w.context.engine, WORKED_EXAMPLE)
                 state = await w.drive(run_id)
                 lanes = {lane.unit_id: lane for lane in store.lanes(w.context.engine, run_id)}
-                return Finished(state, w.run(run_id), lanes, w.github.readout(), w.bare,
-                                Path(w.context.settings.workdir))
+                return Finished(
+                    state, w.run(run_id), lanes, w.github.readout(), w.bare, Path(w.context.settings.workdir)
+                )
 
     return asyncio.run(drive())
 
@@ -228,7 +275,9 @@ def test_the_progress_comment_is_one_comment_edited_in_place_and_the_label_follo
 
 
 @pytest.mark.anyio
-async def test_eager_starts_a_dependent_lane_as_soon_as_its_need_merged_without_its_slow_siblings(tmp_path, monkeypatch, sqlite_url):
+async def test_eager_starts_a_dependent_lane_as_soon_as_its_need_merged_without_its_slow_siblings(
+    tmp_path, monkeypatch, sqlite_url
+):
     api_started = tmp_path / "api-started"
     steps = {
         "migration": {"default": {"write": {"migrations/001_status.sql": "ALTER TABLE tasks ADD status;\n"}}},
@@ -237,8 +286,9 @@ async def test_eager_starts_a_dependent_lane_as_soon_as_its_need_merged_without_
         "cli-flag": {"default": {"write": {"app/cli.py": "# --status\n"}}},
     }
     plan = [{**spec, "check": "true"} for spec in WORKED_EXAMPLE]
-    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "schedule": "eager"},
-                     steps=steps) as w:
+    async with world(
+        tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "schedule": "eager"}, steps=steps
+    ) as w:
         run_id = approved_run(w.context.engine, plan)
 
         assert await w.drive(run_id) == "done"
@@ -251,17 +301,29 @@ async def test_eager_starts_a_dependent_lane_as_soon_as_its_need_merged_without_
 
 
 @pytest.mark.anyio
-async def test_verify_failing_gets_a_repair_session_shown_the_failure_and_the_pr_takes_the_integrators_text(tmp_path, monkeypatch, sqlite_url):
+async def test_verify_failing_gets_a_repair_session_shown_the_failure_and_the_pr_takes_the_integrators_text(
+    tmp_path, monkeypatch, sqlite_url
+):
     steps = {
         # It commits the PR file, which it was told not to: lanebot takes it out again.
-        "integrate": {"default": {"write": {".lanebot/pr.md": "Add a task status\n\nEvery layer shows it now.\n"},
-                                  "git_add": [".lanebot/pr.md"], "git_commit": "the PR text"}},
+        "integrate": {
+            "default": {
+                "write": {".lanebot/pr.md": "Add a task status\n\nEvery layer shows it now.\n"},
+                "git_add": [".lanebot/pr.md"],
+                "git_commit": "the PR text",
+            }
+        },
         "verify": {"default": {"write": {"verified.txt": "ok\n"}}},
     }
-    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"}, steps=steps,
-                     integrate={"agent": "command", "verify": "echo verifying; test -f verified.txt",
-                                "max_retries": 1},
-                     pull_request={"title": "{{ proposed or issue.title }}"}) as w:
+    async with world(
+        tmp_path,
+        monkeypatch,
+        sqlite_url,
+        build={"agent": "recipe"},
+        steps=steps,
+        integrate={"agent": "command", "verify": "echo verifying; test -f verified.txt", "max_retries": 1},
+        pull_request={"title": "{{ proposed or issue.title }}"},
+    ) as w:
         run_id = approved_run(w.context.engine, WORKED_EXAMPLE[:1])
 
         assert await w.drive(run_id) == "done"
@@ -280,9 +342,16 @@ async def test_verify_failing_gets_a_repair_session_shown_the_failure_and_the_pr
 
 
 @pytest.mark.anyio
-async def test_verify_failing_after_its_repairs_blocks_the_run_without_a_pull_request(tmp_path, monkeypatch, sqlite_url):
-    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"},
-                     integrate={"verify": "echo the suite is red; exit 3"}) as w:
+async def test_verify_failing_after_its_repairs_blocks_the_run_without_a_pull_request(
+    tmp_path, monkeypatch, sqlite_url
+):
+    async with world(
+        tmp_path,
+        monkeypatch,
+        sqlite_url,
+        build={"agent": "recipe"},
+        integrate={"verify": "echo the suite is red; exit 3"},
+    ) as w:
         run_id = approved_run(w.context.engine, WORKED_EXAMPLE[:1])
 
         assert await w.drive(run_id) == "blocked"
@@ -299,11 +368,15 @@ async def test_verify_failing_after_its_repairs_blocks_the_run_without_a_pull_re
 
 
 @pytest.mark.anyio
-async def test_a_lane_that_edits_outside_its_files_fails_and_is_retried_with_the_paths_in_its_prompt(tmp_path, monkeypatch, sqlite_url):
-    steps = {"cli-flag": {
-        "1": {"write": {"app/cli.py": "# --status\n", "README.md": "# tasks, now with status\n"}},
-        "2": {"write": {"README.md": "# tasks\n"}},
-    }}
+async def test_a_lane_that_edits_outside_its_files_fails_and_is_retried_with_the_paths_in_its_prompt(
+    tmp_path, monkeypatch, sqlite_url
+):
+    steps = {
+        "cli-flag": {
+            "1": {"write": {"app/cli.py": "# --status\n", "README.md": "# tasks, now with status\n"}},
+            "2": {"write": {"README.md": "# tasks\n"}},
+        }
+    }
     plan = [unit("cli-flag", r"^app/cli\.py$", "grep -q -- --status app/cli.py")]
     async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command"}, steps=steps) as w:
         run_id = approved_run(w.context.engine, plan)
@@ -321,11 +394,12 @@ async def test_a_lane_that_edits_outside_its_files_fails_and_is_retried_with_the
 
 
 @pytest.mark.anyio
-async def test_lanebot_scratch_and_workflow_files_are_refused_unless_the_unit_names_them(tmp_path, monkeypatch, sqlite_url):
+async def test_lanebot_scratch_and_workflow_files_are_refused_unless_the_unit_names_them(
+    tmp_path, monkeypatch, sqlite_url
+):
     steps = {"wide": {"default": {"write": {".lanebot/notes.md": "scratch", "src/x.py": "x = 1\n"}}}}
     plan = [unit("wide", ".*", "true")]
-    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 0},
-                     steps=steps) as w:
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 0}, steps=steps) as w:
         run_id = approved_run(w.context.engine, plan)
 
         assert await w.drive(run_id) == "blocked"
@@ -334,11 +408,18 @@ async def test_lanebot_scratch_and_workflow_files_are_refused_unless_the_unit_na
 
 
 @pytest.mark.anyio
-async def test_a_failing_check_retries_then_blocks_and_retry_resumes_to_a_pull_request(tmp_path, monkeypatch, sqlite_url):
+async def test_a_failing_check_retries_then_blocks_and_retry_resumes_to_a_pull_request(
+    tmp_path, monkeypatch, sqlite_url
+):
     steps = {"api": {"default": {"write": {"app/api/status.py": "broken = True\n"}}}}
-    plan = [unit("api", "^app/api/", "echo checking the api; test ! -e app/api/broken-marker && grep -q fixed app/api/status.py")]
-    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 1},
-                     steps=steps) as w:
+    plan = [
+        unit(
+            "api",
+            "^app/api/",
+            "echo checking the api; test ! -e app/api/broken-marker && grep -q fixed app/api/status.py",
+        )
+    ]
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 1}, steps=steps) as w:
         run_id = approved_run(w.context.engine, plan)
 
         assert await w.drive(run_id) == "blocked"
@@ -399,15 +480,18 @@ async def test_a_conflict_blocks_the_run_naming_the_paths_and_earlier_merges_sta
         assert "shared.txt" in comment["body"]
 
 
-SIDES = {"left": {"default": {"write": {"shared.txt": "left\n"}}},
-         "right": {"default": {"write": {"shared.txt": "right\n"}}}}
+SIDES = {
+    "left": {"default": {"write": {"shared.txt": "left\n"}}},
+    "right": {"default": {"write": {"shared.txt": "right\n"}}},
+}
 
 
 @pytest.mark.anyio
 async def test_with_on_conflict_agent_a_resolver_merges_what_both_lanes_meant(tmp_path, monkeypatch, sqlite_url):
     steps = {**SIDES, "resolve": {"default": {"write": {"shared.txt": "left\nright\n"}, "git_add": ["shared.txt"]}}}
-    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "on_conflict": "agent"},
-                     steps=steps) as w:
+    async with world(
+        tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "on_conflict": "agent"}, steps=steps
+    ) as w:
         run_id = approved_run(w.context.engine, CONFLICTING)
 
         assert await w.drive(run_id) == "done"
@@ -424,8 +508,9 @@ async def test_with_on_conflict_agent_a_resolver_merges_what_both_lanes_meant(tm
 async def test_a_resolver_that_leaves_a_conflict_marker_in_a_staged_file_is_refused(tmp_path, monkeypatch, sqlite_url):
     marked = "<<<<<<< HEAD\nleft\n=======\nright\n>>>>>>> lane\n"
     steps = {**SIDES, "resolve": {"default": {"write": {"shared.txt": marked}, "git_add": ["shared.txt"]}}}
-    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "on_conflict": "agent"},
-                     steps=steps) as w:
+    async with world(
+        tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "on_conflict": "agent"}, steps=steps
+    ) as w:
         run_id = approved_run(w.context.engine, CONFLICTING)
 
         assert await w.drive(run_id) == "blocked"
@@ -438,12 +523,17 @@ async def test_a_resolver_that_leaves_a_conflict_marker_in_a_staged_file_is_refu
 
 
 @pytest.mark.anyio
-async def test_cancel_stops_the_agents_process_groups_and_keeps_branches_and_transcripts(tmp_path, monkeypatch, sqlite_url):
-    steps = {"slow": {"default": {"spawn_sleeper": True, "sleep": 600}},
-             "quick": {"default": {"write": {"quick.txt": "done\n"}}}}
+async def test_cancel_stops_the_agents_process_groups_and_keeps_branches_and_transcripts(
+    tmp_path, monkeypatch, sqlite_url
+):
+    steps = {
+        "slow": {"default": {"spawn_sleeper": True, "sleep": 600}},
+        "quick": {"default": {"write": {"quick.txt": "done\n"}}},
+    }
     plan = [unit("quick", r"^quick\.txt$", "true"), unit("slow", r"^slow\.txt$", "true")]
-    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "schedule": "eager"},
-                     steps=steps) as w:
+    async with world(
+        tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "schedule": "eager"}, steps=steps
+    ) as w:
         run_id = approved_run(w.context.engine, plan)
         driving = asyncio.ensure_future(w.drive(run_id))
         await eventually(lambda: any(key == "slow" for key, _, _ in w.scenario.runs()), "the slow agent started")

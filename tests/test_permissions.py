@@ -15,9 +15,9 @@ import pytest
 import respx
 from gidgethub import BadRequest
 
+from bot.core.workflow import GateSettings
 from bot.edges.github.client import LanebotAPI
 from bot.edges.github.permissions import CACHE_SECONDS, PermissionCache, authorise, role_from_answer
-from bot.core.workflow import GateSettings
 
 pytestmark = pytest.mark.anyio
 
@@ -39,8 +39,15 @@ def permission_answer(login: str, role: str, role_name: str | None = None) -> di
     return {
         "permission": FOLDED[role],
         "role_name": role_name or role,
-        "user": {"login": login, "id": 1, "node_id": "MDQ6VXNlcjE=", "type": "User", "site_admin": False,
-                 "permissions": FLAGS[role], "role_name": role_name or role},
+        "user": {
+            "login": login,
+            "id": 1,
+            "node_id": "MDQ6VXNlcjE=",
+            "type": "User",
+            "site_admin": False,
+            "permissions": FLAGS[role],
+            "role_name": role_name or role,
+        },
     }
 
 
@@ -124,7 +131,8 @@ async def test_a_writer_does_not_pass_a_maintain_minimum(client):
 @respx.mock
 async def test_a_404_means_no_access(client):
     respx.get(permission_url("stranger")).respond(
-        404, json={"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+        404, json={"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
+    )
     decision = await authorise(client, REPO, "stranger", gate("write"), PermissionCache())
     assert not decision.allowed and decision.role is None
     assert "GitHub reports no access to this repository for you" in decision.reason
@@ -151,7 +159,9 @@ async def test_a_bot_account_is_refused_without_asking_github(client):
 @respx.mock
 async def test_the_app_lacking_a_permission_is_an_error_not_a_refused_user(client):
     respx.get(permission_url("octocat")).respond(
-        403, json={"message": "Resource not accessible by integration", "documentation_url": "https://docs.github.com/rest"})
+        403,
+        json={"message": "Resource not accessible by integration", "documentation_url": "https://docs.github.com/rest"},
+    )
     with pytest.raises(BadRequest) as raised:
         await authorise(client, REPO, "octocat", gate("write"), PermissionCache())
     assert raised.value.status_code == 403
@@ -179,8 +189,10 @@ async def test_an_answer_is_reused_for_a_minute_per_repository_and_login(client)
 @respx.mock
 async def test_a_role_change_is_seen_once_the_cached_answer_expired(client):
     route = respx.get(permission_url("octocat"))
-    route.side_effect = [httpx.Response(200, json=permission_answer("octocat", "write")),
-                         httpx.Response(200, json=permission_answer("octocat", "read"))]
+    route.side_effect = [
+        httpx.Response(200, json=permission_answer("octocat", "write")),
+        httpx.Response(200, json=permission_answer("octocat", "read")),
+    ]
     clock = Clock()
     cache = PermissionCache(clock=clock)
     assert (await authorise(client, REPO, "octocat", gate("write"), cache)).allowed

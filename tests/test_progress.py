@@ -9,19 +9,37 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.core.text import COMMENT_LIMIT, parse_marker
 from bot.core.lifecycle import RunState
+from bot.core.text import COMMENT_LIMIT, parse_marker
 from bot.render.progress import LaneView, Throttle, failure_tail, lane_checklist, render_progress
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
-def lane(unit_id: str, state: str, *, round: int = 0, attempts: int = 1, minutes: float | None = None,
-         title: str | None = None, failure: str | None = None, started: bool = True) -> LaneView:
+def lane(
+    unit_id: str,
+    state: str,
+    *,
+    round: int = 0,
+    attempts: int = 1,
+    minutes: float | None = None,
+    title: str | None = None,
+    failure: str | None = None,
+    started: bool = True,
+) -> LaneView:
     started_at = T0 if started else None
     finished_at = T0 + timedelta(minutes=minutes) if minutes is not None else None
-    return LaneView(unit_id, title or f"Do {unit_id}", state, round, attempts, started_at, finished_at,
-                    f"lanebot/42/{unit_id}", failure)
+    return LaneView(
+        unit_id,
+        title or f"Do {unit_id}",
+        state,
+        round,
+        attempts,
+        started_at,
+        finished_at,
+        f"lanebot/42/{unit_id}",
+        failure,
+    )
 
 
 def worked_example_lanes() -> list[LaneView]:
@@ -62,14 +80,19 @@ def test_the_wall_clock_is_shown_against_the_sum_of_the_lanes():
 
 
 def test_lane_titles_are_escaped():
-    body = render_progress(1, "running", [lane("a", "running", title="<img src=x> | `x` @octocat [l](http://e)")], None, None)
+    body = render_progress(
+        1, "running", [lane("a", "running", title="<img src=x> | `x` @octocat [l](http://e)")], None, None
+    )
     line = next(line for line in body.splitlines() if line.startswith("- ["))
     assert "<img" not in line and "@octocat" not in line and "](" not in line
 
 
 def test_a_blocked_run_names_the_failed_lane_and_shows_the_tail_of_why():
     failure = "".join(f"line {number}\n" for number in range(1, 201)) + "AssertionError: boom"
-    lanes = [lane("migration", "merged", minutes=10), lane("api-endpoint", "failed", round=1, attempts=3, failure=failure)]
+    lanes = [
+        lane("migration", "merged", minutes=10),
+        lane("api-endpoint", "failed", round=1, attempts=3, failure=failure),
+    ]
     body = render_progress(3, RunState.BLOCKED, lanes, 900, 1200)
     assert "**Blocked:**" in body
     assert "Lane `api-endpoint` failed after 3 attempts; the end of its last failure:" in body

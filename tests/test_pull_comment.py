@@ -16,13 +16,16 @@ def notes(body: str) -> str:
     return conversation.notes_of(fix)
 
 
-@pytest.mark.parametrize(("body", "expected"), [
-    ("/fix", ""),
-    ("/fix rename `total`", "rename `total`"),
-    ("Thanks!\n/fix rename `total`\nand update `docs/api.md` too", "rename `total`\nand update `docs/api.md` too"),
-    ("/fix\r\nonly the lines below", "only the lines below"),
-    ("/fix one thing\n\n/status\nnot a note", "one thing"),
-    ("/fix one thing\n/aprove\nnot a note either", "one thing"),
-])
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("/fix", ""),
+        ("/fix rename `total`", "rename `total`"),
+        ("Thanks!\n/fix rename `total`\nand update `docs/api.md` too", "rename `total`\nand update `docs/api.md` too"),
+        ("/fix\r\nonly the lines below", "only the lines below"),
+        ("/fix one thing\n\n/status\nnot a note", "one thing"),
+        ("/fix one thing\n/aprove\nnot a note either", "one thing"),
+    ],
+)
 def test_the_notes_are_the_rest_of_the_line_and_the_lines_below_up_to_the_next_command(body, expected):
     assert notes(body) == expected

@@ -10,8 +10,8 @@ import respx
 
 from bot.cli import main
 from bot.edges.github.client import GitHubApp
-from bot.web.recovery import plan_recovery, recover
 from bot.edges.store import deliveries
+from bot.web.recovery import plan_recovery, recover
 from tests.app_helpers import make_settings, private_key_pem
 
 pytestmark = pytest.mark.anyio
@@ -20,8 +20,16 @@ API = "https://api.github.com"
 NOW = datetime(2024, 5, 2, 12, 0, tzinfo=UTC)
 
 
-def attempt(delivery_id: int, guid: str, status_code: int, hours_ago: float, *, redelivery: bool = False,
-            event: str = "issues", action: str | None = "opened") -> dict:
+def attempt(
+    delivery_id: int,
+    guid: str,
+    status_code: int,
+    hours_ago: float,
+    *,
+    redelivery: bool = False,
+    event: str = "issues",
+    action: str | None = "opened",
+) -> dict:
     """One item of `GET /app/hook/deliveries`, shaped as GitHub's REST docs show it."""
     return {
         "id": delivery_id,
@@ -29,7 +37,9 @@ def attempt(delivery_id: int, guid: str, status_code: int, hours_ago: float, *, 
         "delivered_at": (NOW - timedelta(hours=hours_ago)).isoformat().replace("+00:00", "Z"),
         "redelivery": redelivery,
         "duration": 0.27,
-        "status": "OK" if 200 <= status_code < 300 else ("timed out" if status_code == 0 else f"Invalid HTTP Response: {status_code}"),
+        "status": "OK"
+        if 200 <= status_code < 300
+        else ("timed out" if status_code == 0 else f"Invalid HTTP Response: {status_code}"),
         "status_code": status_code,
         "event": event,
         "action": action,
@@ -72,7 +82,9 @@ def mock_github(router: respx.MockRouter, *, refuse: set[int] = frozenset()) -> 
 
     return {
         "list": router.get(f"{API}/app/hook/deliveries").mock(side_effect=list_page),
-        "redeliver": router.post(url__regex=rf"{API}/app/hook/deliveries/(?P<delivery_id>\d+)/attempts").mock(side_effect=redeliver),
+        "redeliver": router.post(url__regex=rf"{API}/app/hook/deliveries/(?P<delivery_id>\d+)/attempts").mock(
+            side_effect=redeliver
+        ),
     }
 
 
@@ -81,8 +93,16 @@ def redelivered_ids(route: respx.Route) -> list[int]:
 
 
 async def test_only_events_that_failed_and_were_never_stored_are_redelivered(engine):
-    deliveries.record(engine, delivery_id="guid-stored", event="issues", action="opened", installation_id=4242,
-                      repository="Codertocat/Hello-World", body=b"{}", received_at=NOW - timedelta(hours=3))
+    deliveries.record(
+        engine,
+        delivery_id="guid-stored",
+        event="issues",
+        action="opened",
+        installation_id=4242,
+        repository="Codertocat/Hello-World",
+        body=b"{}",
+        received_at=NOW - timedelta(hours=3),
+    )
     with respx.mock(assert_all_called=False) as router:
         routes = mock_github(router)
         async with GitHubApp(make_settings()) as github:
@@ -141,7 +161,9 @@ def test_lanebot_deliveries_recover_prints_what_it_did(tmp_path, monkeypatch, ca
     items = [{**item, "delivered_at": (datetime.now(UTC) - timedelta(hours=1)).isoformat()} for item in PAGE_1]
     with respx.mock() as router:
         router.get(f"{API}/app/hook/deliveries").mock(return_value=httpx.Response(200, json=items))
-        redeliver = router.post(f"{API}/app/hook/deliveries/109/attempts").mock(return_value=httpx.Response(202, json={}))
+        redeliver = router.post(f"{API}/app/hook/deliveries/109/attempts").mock(
+            return_value=httpx.Response(202, json={})
+        )
         router.post(f"{API}/app/hook/deliveries/108/attempts").mock(return_value=httpx.Response(202, json={}))
         status = main(["deliveries", "recover", "--since", "24h"])
     out = capsys.readouterr().out
@@ -156,4 +178,3 @@ def test_lanebot_deliveries_recover_refuses_a_duration_it_cannot_read(capsys):
         main(["deliveries", "recover", "--since", "yesterday"])
     assert exited.value.code == 2
     assert "'yesterday' is not a duration such as 30m, 24h or 3d" in capsys.readouterr().err
-

@@ -64,7 +64,9 @@ def no_orphans_left(tmp_path):
                 pass
 
 
-def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pull_request(tmp_path, migrated_sqlite_file):
+def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pull_request(
+    tmp_path, migrated_sqlite_file
+):
     database = tmp_path / "lanebot.db"
     shutil.copyfile(migrated_sqlite_file, database)
     url = f"sqlite:///{database}"
@@ -72,20 +74,31 @@ def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pul
     key_file.write_text(private_key_pem())
     (tmp_path / "agent").mkdir()
     never = tmp_path / "never-released"
-    files = {"migration": "migrations/001.sql", "tui-rows": "app/tui/rows.py", "cli-flag": "app/cli.py",
-             "api-endpoint": "app/api/status.py"}
-    steps = {name: {"1": {"wait_for": [str(never)]}, "default": {"write": {path: f"{name}\n"}}}
-             for name, path in files.items() if name != "api-endpoint"}
+    files = {
+        "migration": "migrations/001.sql",
+        "tui-rows": "app/tui/rows.py",
+        "cli-flag": "app/cli.py",
+        "api-endpoint": "app/api/status.py",
+    }
+    steps = {
+        name: {"1": {"wait_for": [str(never)]}, "default": {"write": {path: f"{name}\n"}}}
+        for name, path in files.items()
+        if name != "api-endpoint"
+    }
     steps["api-endpoint"] = {"default": {"write": {files["api-endpoint"]: "api\n"}}}
     scenario = Scenario(tmp_path / "agent", steps)
-    host = {"build": {"agent": "command", "max_retries": 0, "timeout": "120s"},
-            "integrate": {"agent": "recipe", "verify": "test -f app/api/status.py", "max_retries": 0},
-            "review": {"enabled": False}}
+    host = {
+        "build": {"agent": "command", "max_retries": 0, "timeout": "120s"},
+        "integrate": {"agent": "recipe", "verify": "test -f app/api/status.py", "max_retries": 0},
+        "review": {"enabled": False},
+    }
     workflows = make_workflow_dir(tmp_path, host, scenario.argv())
-    plan = [unit("migration", "^migrations/", "test -f migrations/001.sql"),
-            unit("tui-rows", "^app/tui/", "test -f app/tui/rows.py"),
-            unit("api-endpoint", "^app/api/", "test -f migrations/001.sql", needs=("migration",)),
-            unit("cli-flag", r"^app/cli\.py$", "test -f app/cli.py")]
+    plan = [
+        unit("migration", "^migrations/", "test -f migrations/001.sql"),
+        unit("tui-rows", "^app/tui/", "test -f app/tui/rows.py"),
+        unit("api-endpoint", "^app/api/", "test -f migrations/001.sql", needs=("migration",)),
+        unit("cli-flag", r"^app/cli\.py$", "test -f app/cli.py"),
+    ]
     engine = make_engine(url)
     run_id = approved_run(engine, plan)
 
@@ -93,16 +106,22 @@ def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pul
     temporary.mkdir()
     (tmp_path / "project").mkdir()
     with served_sandbox(tmp_path) as server, contextlib.ExitStack() as cleanup:
-        github = SandboxRepository.create(server, tmp_path / "project", f"{OWNER}/{REPO}", {"README.md": "# tasks\n"},
-                                          organization=True)
+        github = SandboxRepository.create(
+            server, tmp_path / "project", f"{OWNER}/{REPO}", {"README.md": "# tasks\n"}, organization=True
+        )
         cleanup.callback(github.close)
         assert github.installation_id == INSTALLATION
         assert github.open_issue("Status", "", login="maintainer", role="admin") == ISSUE
 
         def start(pause: str = "") -> subprocess.Popen[str]:
             # TMPDIR: what a killed child leaves in its temporary folder stays in this test's.
-            env = {**os.environ, "LANEBOT_WORKFLOWS_DIR": str(workflows), "LANEBOT_TEST_PAUSE": pause,
-                   "LANEBOT_TEST_PAUSED_FILE": str(tmp_path / f"paused-{pause}"), "TMPDIR": str(temporary)}
+            env = {
+                **os.environ,
+                "LANEBOT_WORKFLOWS_DIR": str(workflows),
+                "LANEBOT_TEST_PAUSE": pause,
+                "LANEBOT_TEST_PAUSED_FILE": str(tmp_path / f"paused-{pause}"),
+                "TMPDIR": str(temporary),
+            }
             argv = [sys.executable, str(DRIVER), url, server.url, str(tmp_path / "work"), str(run_id), str(key_file)]
             return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bot.runner.review import queue as review_queue
 from bot.edges.store import reviews, runs
+from bot.runner.review import queue as review_queue
 from tests.test_store import new_run
 
 
@@ -40,9 +40,11 @@ async def test_work_does_the_queued_requests_in_order_never_two_at_once(engine):
 
     await review_queue.work(Context(engine), run.id, {"fix": step, "self": step})
 
-    assert seen == [("review:1", ["running", "queued", "queued"]),
-                    ("self:1:abc", ["done", "running", "queued"]),
-                    ("comment:2", ["done", "done", "running"])]
+    assert seen == [
+        ("review:1", ["running", "queued", "queued"]),
+        ("self:1:abc", ["done", "running", "queued"]),
+        ("comment:2", ["done", "done", "running"]),
+    ]
 
 
 @pytest.mark.anyio
@@ -61,7 +63,8 @@ async def test_a_request_whose_work_raises_is_failed_with_the_error_and_the_next
     assert (failed.state, failed.error) == ("failed", "RuntimeError: the mirror is gone")
     assert done.state == "done"
     assert [e.payload()["request"] for e in runs.run_events(engine, run.id) if e.kind == "review_request_failed"] == [
-        broken.id]
+        broken.id
+    ]
 
 
 @pytest.mark.anyio

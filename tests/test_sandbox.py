@@ -18,7 +18,7 @@ import os
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def other_key() -> tuple[str, str]:
 
 @dataclass
 class Clock:
-    now: datetime = field(default_factory=lambda: datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc))
+    now: datetime = field(default_factory=lambda: datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
 
     def __call__(self) -> datetime:
         return self.now
@@ -94,22 +94,26 @@ class Harness:
 
     async def repository(self, full_name: str, *, private: bool = True, organization: bool = False) -> dict[str, Any]:
         """A new repository; the installation webhooks its creation sends are left out of `receiver`."""
-        response = await self.http.post("/_sandbox/repos", json={
-            "full_name": full_name, "path": str(self.folder), "private": private, "organization": organization})
+        response = await self.http.post(
+            "/_sandbox/repos",
+            json={"full_name": full_name, "path": str(self.folder), "private": private, "organization": organization},
+        )
         assert response.status_code == 201, response.text
         await self.sandbox.webhooks.drain()
         self.receiver.requests.clear()
         return response.json()
 
     async def token(self, installation_id: int, **body: Any) -> dict[str, str]:
-        response = await self.http.post(f"/app/installations/{installation_id}/access_tokens",
-                                        headers=self.bearer(), json=body)
+        response = await self.http.post(
+            f"/app/installations/{installation_id}/access_tokens", headers=self.bearer(), json=body
+        )
         assert response.status_code == 201, response.text
         return {"Authorization": f"token {response.json()['token']}"}
 
     async def issue(self, full_name: str, login: str = "alice", role: str = "admin") -> int:
-        response = await self.http.post(f"/_sandbox/repos/{full_name}/issues",
-                                        json={"as": login, "role": role, "title": "An issue", "body": "Text"})
+        response = await self.http.post(
+            f"/_sandbox/repos/{full_name}/issues", json={"as": login, "role": role, "title": "An issue", "body": "Text"}
+        )
         assert response.status_code == 201, response.text
         return response.json()["number"]
 
@@ -130,23 +134,42 @@ def project(tmp_path: Path) -> Path:
 
 
 @contextlib.asynccontextmanager
-async def harness(tmp_path: Path, project: Path, *, receiver: Receiver | None = None,
-                  **config: Any) -> AsyncIterator[Harness]:
+async def harness(
+    tmp_path: Path, project: Path, *, receiver: Receiver | None = None, **config: Any
+) -> AsyncIterator[Harness]:
     receiver = receiver or Receiver()
     clock = Clock()
-    settings = {"public_key_pem": app_key()[1], "app_id": APP_ID, "webhook_url": HOOK_URL, "webhook_secret": SECRET,
-                "state_dir": tmp_path / "state", "public_url": BASE, **config}
-    sandbox = Sandbox(SandboxConfig(**settings), clock=clock,
-                      webhook_client=httpx.AsyncClient(transport=httpx.MockTransport(receiver)))
+    settings = {
+        "public_key_pem": app_key()[1],
+        "app_id": APP_ID,
+        "webhook_url": HOOK_URL,
+        "webhook_secret": SECRET,
+        "state_dir": tmp_path / "state",
+        "public_url": BASE,
+        **config,
+    }
+    sandbox = Sandbox(
+        SandboxConfig(**settings),
+        clock=clock,
+        webhook_client=httpx.AsyncClient(transport=httpx.MockTransport(receiver)),
+    )
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(sandbox)), base_url=BASE) as http:
         yield Harness(sandbox, http, clock, receiver, project)
     await sandbox.close()
 
 
 def git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ["PATH"], "HOME": str(cwd or Path.cwd()), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "GIT_AUTHOR_NAME": "t",
-           "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(cwd or Path.cwd()),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ASKPASS": "/bin/false",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=check)
 
 
@@ -177,28 +200,45 @@ async def test_a_valid_app_jwt_mints_a_token_that_expires_in_one_hour(tmp_path: 
         assert response.status_code == 201
         assert body["token"].startswith("ghs_")
         assert body["expires_at"] == "2026-03-01T13:00:00Z"
-        assert body["permissions"] == {"checks": "write", "contents": "write", "issues": "write",
-                                       "metadata": "read", "pull_requests": "write"}
+        assert body["permissions"] == {
+            "checks": "write",
+            "contents": "write",
+            "issues": "write",
+            "metadata": "read",
+            "pull_requests": "write",
+        }
         assert body["repository_selection"] == "selected"
         assert "repositories" not in body
 
 
-@pytest.mark.parametrize(("claims", "message"), [
-    ({"iat": -700, "exp": -60}, "'Expiration time' claim ('exp') must be a numeric value representing the future "
-                                "time at which the assertion expires"),
-    ({"key": other_key()[0]}, "A JSON web token could not be decoded"),
-    ({"iss": 999}, "A JSON web token could not be decoded"),
-    ({"iat": 0, "exp": 660}, "'Expiration time' claim ('exp') is too far in the future"),
-], ids=["expired", "signed-with-another-key", "another-apps-id", "lives-over-ten-minutes"])
-async def test_a_bad_app_jwt_is_refused_with_401_and_githubs_message(tmp_path: Path, project: Path,
-                                                                     claims: dict, message: str) -> None:
+@pytest.mark.parametrize(
+    ("claims", "message"),
+    [
+        (
+            {"iat": -700, "exp": -60},
+            "'Expiration time' claim ('exp') must be a numeric value representing the future "
+            "time at which the assertion expires",
+        ),
+        ({"key": other_key()[0]}, "A JSON web token could not be decoded"),
+        ({"iss": 999}, "A JSON web token could not be decoded"),
+        ({"iat": 0, "exp": 660}, "'Expiration time' claim ('exp') is too far in the future"),
+    ],
+    ids=["expired", "signed-with-another-key", "another-apps-id", "lives-over-ten-minutes"],
+)
+async def test_a_bad_app_jwt_is_refused_with_401_and_githubs_message(
+    tmp_path: Path, project: Path, claims: dict, message: str
+) -> None:
     async with harness(tmp_path, project) as h:
         repo = await h.repository("alice/demo")
-        response = await h.http.post(f"/app/installations/{repo['installation_id']}/access_tokens",
-                                     headers=h.bearer(**claims))
+        response = await h.http.post(
+            f"/app/installations/{repo['installation_id']}/access_tokens", headers=h.bearer(**claims)
+        )
         assert response.status_code == 401
-        assert response.json() == {"message": message, "documentation_url": "https://docs.github.com/rest",
-                                   "status": "401"}
+        assert response.json() == {
+            "message": message,
+            "documentation_url": "https://docs.github.com/rest",
+            "status": "401",
+        }
 
 
 async def test_app_routes_take_the_apps_jwt_only(tmp_path: Path, project: Path) -> None:
@@ -243,18 +283,26 @@ async def test_a_token_gets_only_the_permissions_asked_for_and_granted(tmp_path:
         await h.issue("alice/demo")
         reader = await h.token(repo["installation_id"], permissions={"issues": "read"})
         assert (await h.http.get("/repos/alice/demo/issues/1", headers=reader)).status_code == 200
-        assert (await h.http.post("/repos/alice/demo/issues/1/comments", headers=reader,
-                                  json={"body": "x"})).status_code == 403
-        too_much = await h.http.post(f"/app/installations/{repo['installation_id']}/access_tokens",
-                                     headers=h.bearer(), json={"permissions": {"administration": "write"}})
+        assert (
+            await h.http.post("/repos/alice/demo/issues/1/comments", headers=reader, json={"body": "x"})
+        ).status_code == 403
+        too_much = await h.http.post(
+            f"/app/installations/{repo['installation_id']}/access_tokens",
+            headers=h.bearer(),
+            json={"permissions": {"administration": "write"}},
+        )
         assert too_much.status_code == 422
-        unknown = await h.http.post(f"/app/installations/{repo['installation_id']}/access_tokens",
-                                    headers=h.bearer(), json={"repositories": ["nope"]})
+        unknown = await h.http.post(
+            f"/app/installations/{repo['installation_id']}/access_tokens",
+            headers=h.bearer(),
+            json={"repositories": ["nope"]},
+        )
         assert unknown.status_code == 422
 
 
 async def test_without_credentials_a_private_repository_is_404_and_writes_need_authentication(
-        tmp_path: Path, project: Path) -> None:
+    tmp_path: Path, project: Path
+) -> None:
     async with harness(tmp_path, project) as h:
         await h.repository("alice/demo")
         await h.repository("alice/open", private=False)
@@ -283,8 +331,11 @@ async def test_a_comment_may_be_65536_characters_and_not_one_more(tmp_path: Path
         assert body["message"] == "Validation Failed"
         assert body["errors"][0]["resource"] == "IssueComment"
         assert {"resource", "code", "field"} <= set(body["errors"][0])
-        edit = await h.http.patch(f"/repos/alice/demo/issues/comments/{(await h.http.get(url, headers=token)).json()[0]['id']}",
-                                  headers=token, json={"body": "y" * 65537})
+        edit = await h.http.patch(
+            f"/repos/alice/demo/issues/comments/{(await h.http.get(url, headers=token)).json()[0]['id']}",
+            headers=token,
+            json={"body": "y" * 65537},
+        )
         assert edit.status_code == 422
 
 
@@ -308,7 +359,8 @@ async def test_comments_are_paginated_with_githubs_link_header(tmp_path: Path, p
         assert [c["body"] for c in first.json()] == ["c0", "c1"]
         assert first.headers["link"] == (
             f'<{BASE}/repos/alice/demo/issues/1/comments?per_page=2&page=2>; rel="next", '
-            f'<{BASE}/repos/alice/demo/issues/1/comments?per_page=2&page=3>; rel="last"')
+            f'<{BASE}/repos/alice/demo/issues/1/comments?per_page=2&page=3>; rel="last"'
+        )
         last = await h.http.get("/repos/alice/demo/issues/1/comments", headers=token, params={"per_page": 2, "page": 3})
         assert [c["body"] for c in last.json()] == ["c4"]
         assert 'rel="prev"' in last.headers["link"] and 'rel="first"' in last.headers["link"]
@@ -318,8 +370,9 @@ async def test_a_reaction_is_201_when_new_and_200_when_already_there(tmp_path: P
     async with harness(tmp_path, project) as h:
         repo = await h.repository("alice/demo")
         await h.issue("alice/demo")
-        comment = (await h.http.post("/_sandbox/repos/alice/demo/issues/1/comments",
-                                     json={"as": "alice", "body": "/approve"})).json()
+        comment = (
+            await h.http.post("/_sandbox/repos/alice/demo/issues/1/comments", json={"as": "alice", "body": "/approve"})
+        ).json()
         token = await h.token(repo["installation_id"])
         url = f"/repos/alice/demo/issues/comments/{comment['id']}/reactions"
         assert (await h.http.post(url, headers=token, json={"content": "eyes"})).status_code == 201
@@ -333,8 +386,9 @@ async def test_creating_a_label_that_exists_in_any_case_is_422_already_exists(tm
     async with harness(tmp_path, project) as h:
         repo = await h.repository("alice/demo")
         token = await h.token(repo["installation_id"])
-        created = await h.http.post("/repos/alice/demo/labels", headers=token, json={"name": "lanebot:running",
-                                                                                     "color": "0e8a16"})
+        created = await h.http.post(
+            "/repos/alice/demo/labels", headers=token, json={"name": "lanebot:running", "color": "0e8a16"}
+        )
         assert created.status_code == 201
         again = await h.http.post("/repos/alice/demo/labels", headers=token, json={"name": "LANEBOT:running"})
         assert again.status_code == 422
@@ -356,10 +410,13 @@ async def test_removing_a_label_the_issue_lacks_is_404(tmp_path: Path, project: 
         assert (missing.status_code, missing.json()["message"]) == (404, "Label does not exist")
 
 
-@pytest.mark.parametrize(("role", "permission"), [("admin", "admin"), ("maintain", "write"), ("write", "write"),
-                                                  ("triage", "read"), ("read", "read")])
+@pytest.mark.parametrize(
+    ("role", "permission"),
+    [("admin", "admin"), ("maintain", "write"), ("write", "write"), ("triage", "read"), ("read", "read")],
+)
 async def test_collaborator_permission_folds_maintain_and_triage_and_keeps_the_role_name(
-        tmp_path: Path, project: Path, role: str, permission: str) -> None:
+    tmp_path: Path, project: Path, role: str, permission: str
+) -> None:
     async with harness(tmp_path, project) as h:
         repo = await h.repository("acme/demo", organization=True)
         await h.http.post("/_sandbox/repos/acme/demo/collaborators", json={"login": "carol", "role": role})
@@ -384,7 +441,9 @@ async def test_contents_are_base64_at_a_ref_and_404_when_absent(tmp_path: Path, 
     async with harness(tmp_path, project) as h:
         repo = await h.repository("alice/demo")
         token = await h.token(repo["installation_id"])
-        found = await h.http.get("/repos/alice/demo/contents/.github/lanebot.yml", headers=token, params={"ref": "main"})
+        found = await h.http.get(
+            "/repos/alice/demo/contents/.github/lanebot.yml", headers=token, params={"ref": "main"}
+        )
         body = found.json()
         assert (body["type"], body["encoding"], body["path"]) == ("file", "base64", ".github/lanebot.yml")
         assert base64.b64decode(body["content"]) == b"max_units: 4\n"
@@ -408,10 +467,17 @@ async def test_a_second_open_pull_request_for_the_same_head_is_422(tmp_path: Pat
         first = await h.http.post("/repos/alice/demo/pulls", headers=token, json=body)
         assert first.status_code == 201
         assert (first.json()["number"], first.json()["commits"], first.json()["changed_files"]) == (1, 1, 1)
-        second = await h.http.post("/repos/alice/demo/pulls", headers=token, json={**body, "head": "alice:lanebot/1/run"})
+        second = await h.http.post(
+            "/repos/alice/demo/pulls", headers=token, json={**body, "head": "alice:lanebot/1/run"}
+        )
         assert second.status_code == 422
-        assert second.json()["errors"] == [{"resource": "PullRequest", "code": "custom",
-                                            "message": "A pull request already exists for alice:lanebot/1/run."}]
+        assert second.json()["errors"] == [
+            {
+                "resource": "PullRequest",
+                "code": "custom",
+                "message": "A pull request already exists for alice:lanebot/1/run.",
+            }
+        ]
         listed = await h.http.get("/repos/alice/demo/pulls", headers=token, params={"head": "alice:lanebot/1/run"})
         assert [p["number"] for p in listed.json()] == [1]
         assert (await h.http.get("/repos/alice/demo/pulls", headers=token, params={"state": "closed"})).json() == []
@@ -421,12 +487,14 @@ async def test_a_pull_request_needs_an_existing_head_with_commits_ahead(tmp_path
     async with harness(tmp_path, project) as h:
         repo = await h.repository("alice/demo")
         token = await h.token(repo["installation_id"])
-        missing = await h.http.post("/repos/alice/demo/pulls", headers=token,
-                                    json={"title": "x", "head": "nope", "base": "main"})
+        missing = await h.http.post(
+            "/repos/alice/demo/pulls", headers=token, json={"title": "x", "head": "nope", "base": "main"}
+        )
         assert missing.json()["errors"] == [{"resource": "PullRequest", "field": "head", "code": "invalid"}]
         git("--git-dir", str(h.sandbox.git.path("alice", "demo")), "branch", "same", "main")
-        same = await h.http.post("/repos/alice/demo/pulls", headers=token,
-                                 json={"title": "x", "head": "same", "base": "main"})
+        same = await h.http.post(
+            "/repos/alice/demo/pulls", headers=token, json={"title": "x", "head": "same", "base": "main"}
+        )
         assert same.status_code == 422
         assert same.json()["errors"][0]["message"] == "No commits between main and same"
 
@@ -438,29 +506,47 @@ async def test_a_check_run_summary_may_be_65535_characters_and_not_one_more(tmp_
     async with harness(tmp_path, project) as h:
         repo = await h.repository("alice/demo")
         token = await h.token(repo["installation_id"])
+
         def body(summary: str) -> dict:
             return {"name": "lane", "head_sha": "main", "output": {"title": "t", "summary": summary}}
-        assert (await h.http.post("/repos/alice/demo/check-runs", headers=token, json=body("s" * 65535))).status_code == 201
+
+        assert (
+            await h.http.post("/repos/alice/demo/check-runs", headers=token, json=body("s" * 65535))
+        ).status_code == 201
         refused = await h.http.post("/repos/alice/demo/check-runs", headers=token, json=body("s" * 65536))
         assert refused.status_code == 422
-        assert refused.json()["message"] == "Invalid request.\n\nOnly 65535 characters are allowed; 65536 were supplied."
+        assert (
+            refused.json()["message"] == "Invalid request.\n\nOnly 65535 characters are allowed; 65536 were supplied."
+        )
 
 
-@pytest.mark.parametrize("actions", [
-    [{"label": f"Act {n}", "description": "d", "identifier": f"a{n}"} for n in range(4)],
-    [{"label": "x" * 21, "description": "d", "identifier": "a"}],
-], ids=["four-actions", "label-of-21-characters"])
-async def test_a_check_run_takes_at_most_three_actions_with_short_labels(tmp_path: Path, project: Path,
-                                                                         actions: list) -> None:
+@pytest.mark.parametrize(
+    "actions",
+    [
+        [{"label": f"Act {n}", "description": "d", "identifier": f"a{n}"} for n in range(4)],
+        [{"label": "x" * 21, "description": "d", "identifier": "a"}],
+    ],
+    ids=["four-actions", "label-of-21-characters"],
+)
+async def test_a_check_run_takes_at_most_three_actions_with_short_labels(
+    tmp_path: Path, project: Path, actions: list
+) -> None:
     async with harness(tmp_path, project) as h:
         repo = await h.repository("alice/demo")
         token = await h.token(repo["installation_id"])
-        ok = await h.http.post("/repos/alice/demo/check-runs", headers=token,
-                               json={"name": "lane", "head_sha": "main", "actions": actions[:3] if len(actions) > 1
-                                     else [{**actions[0], "label": "x" * 20}]})
+        ok = await h.http.post(
+            "/repos/alice/demo/check-runs",
+            headers=token,
+            json={
+                "name": "lane",
+                "head_sha": "main",
+                "actions": actions[:3] if len(actions) > 1 else [{**actions[0], "label": "x" * 20}],
+            },
+        )
         assert ok.status_code == 201
-        refused = await h.http.post("/repos/alice/demo/check-runs", headers=token,
-                                    json={"name": "lane", "head_sha": "main", "actions": actions})
+        refused = await h.http.post(
+            "/repos/alice/demo/check-runs", headers=token, json={"name": "lane", "head_sha": "main", "actions": actions}
+        )
         assert refused.status_code == 422
 
 
@@ -470,14 +556,18 @@ async def test_check_runs_for_a_ref_show_the_latest_run_of_each_name(tmp_path: P
         token = await h.token(repo["installation_id"])
         for name in ("lane: a", "lane: a", "lane: b"):
             await h.http.post("/repos/alice/demo/check-runs", headers=token, json={"name": name, "head_sha": "main"})
-        run_id = (await h.http.get("/repos/alice/demo/commits/main/check-runs", headers=token)).json()["check_runs"][0]["id"]
-        finished = await h.http.patch(f"/repos/alice/demo/check-runs/{run_id}", headers=token,
-                                      json={"conclusion": "success"})
+        run_id = (await h.http.get("/repos/alice/demo/commits/main/check-runs", headers=token)).json()["check_runs"][0][
+            "id"
+        ]
+        finished = await h.http.patch(
+            f"/repos/alice/demo/check-runs/{run_id}", headers=token, json={"conclusion": "success"}
+        )
         assert (finished.json()["status"], finished.json()["conclusion"]) == ("completed", "success")
         latest = (await h.http.get("/repos/alice/demo/commits/main/check-runs", headers=token)).json()
         assert latest["total_count"] == 2
-        every = (await h.http.get("/repos/alice/demo/commits/main/check-runs", headers=token,
-                                  params={"filter": "all"})).json()
+        every = (
+            await h.http.get("/repos/alice/demo/commits/main/check-runs", headers=token, params={"filter": "all"})
+        ).json()
         assert every["total_count"] == 3
         assert await h.delivered() == [("check_run", "created")] * 3 + [("check_run", "completed")]
 
@@ -506,7 +596,8 @@ async def test_a_delivery_carries_githubs_headers_and_verifies_with_gidgethub(tm
 
 
 async def test_creating_repositories_installs_the_app_and_adds_them_to_its_installation(
-        tmp_path: Path, project: Path) -> None:
+    tmp_path: Path, project: Path
+) -> None:
     async with harness(tmp_path, project) as h:
         for name in ("alice/one", "alice/two"):
             await h.http.post("/_sandbox/repos", json={"full_name": name, "path": str(project)})
@@ -543,12 +634,13 @@ async def test_events_the_app_does_not_subscribe_to_are_not_sent(tmp_path: Path,
 async def test_deliveries_go_out_in_the_order_of_their_events(tmp_path: Path, project: Path) -> None:
     async with harness(tmp_path, project) as h:
         await h.repository("alice/demo")
-        await h.http.post("/_sandbox/repos/alice/demo/issues", json={
-            "as": "alice", "title": "t", "labels": ["a", "b"]})
+        await h.http.post("/_sandbox/repos/alice/demo/issues", json={"as": "alice", "title": "t", "labels": ["a", "b"]})
         for n in range(3):
             await h.http.post("/_sandbox/repos/alice/demo/issues/1/comments", json={"as": "alice", "body": f"c{n}"})
-        assert await h.delivered() == [("issues", "opened"), ("issues", "labeled"), ("issues", "labeled")] + [
-            ("issue_comment", "created")] * 3
+        assert (
+            await h.delivered()
+            == [("issues", "opened"), ("issues", "labeled"), ("issues", "labeled")] + [("issue_comment", "created")] * 3
+        )
         bodies = [json.loads(r.content)["comment"]["body"] for r in h.receiver.requests[3:]]
         assert bodies == ["c0", "c1", "c2"]
 
@@ -561,8 +653,18 @@ async def test_deliveries_are_listed_newest_first_a_page_at_a_time(tmp_path: Pat
         await h.sandbox.webhooks.drain()
         first = await h.http.get("/app/hook/deliveries", headers=h.bearer(), params={"per_page": 2})
         assert [d["id"] for d in first.json()] == sorted((d["id"] for d in first.json()), reverse=True)
-        assert {"guid", "delivered_at", "redelivery", "duration", "status", "status_code", "event", "action",
-                "installation_id", "repository_id"} <= set(first.json()[0])
+        assert {
+            "guid",
+            "delivered_at",
+            "redelivery",
+            "duration",
+            "status",
+            "status_code",
+            "event",
+            "action",
+            "installation_id",
+            "repository_id",
+        } <= set(first.json()[0])
         next_url = first.headers["link"].split(";")[0].strip("<>")
         second = await h.http.get(next_url, headers=h.bearer())
         assert [d["event"] for d in second.json()] == ["issues", "installation"]  # the oldest: the App installed
@@ -591,19 +693,26 @@ async def test_a_redelivery_sends_the_same_guid_and_body_and_is_marked_so(tmp_pa
         assert (await h.http.post("/app/hook/deliveries/1/attempts", headers=h.bearer())).status_code == 404
 
 
-@pytest.mark.parametrize(("receiver", "status", "code"), [
-    (Receiver(status=500), "Invalid HTTP Response: 500", 500),
-    (Receiver(error=httpx.ConnectError("refused")), "failed to connect to host", 502),
-], ids=["server-error", "connection-refused"])
-async def test_a_failed_delivery_is_recorded_and_not_retried(tmp_path: Path, project: Path, receiver: Receiver,
-                                                             status: str, code: int) -> None:
+@pytest.mark.parametrize(
+    ("receiver", "status", "code"),
+    [
+        (Receiver(status=500), "Invalid HTTP Response: 500", 500),
+        (Receiver(error=httpx.ConnectError("refused")), "failed to connect to host", 502),
+    ],
+    ids=["server-error", "connection-refused"],
+)
+async def test_a_failed_delivery_is_recorded_and_not_retried(
+    tmp_path: Path, project: Path, receiver: Receiver, status: str, code: int
+) -> None:
     async with harness(tmp_path, project, receiver=receiver) as h:
         await h.repository("alice/demo")
         await h.issue("alice/demo")
         await h.sandbox.webhooks.drain()
         listed = (await h.http.get("/app/hook/deliveries", headers=h.bearer())).json()
         assert [(d["event"], d["status"], d["status_code"]) for d in listed] == [
-            ("issues", status, code), ("installation", status, code)]
+            ("issues", status, code),
+            ("installation", status, code),
+        ]
 
 
 async def test_the_delivery_log_holds_each_delivery_as_json(tmp_path: Path, project: Path) -> None:
@@ -630,9 +739,12 @@ async def test_rest_answers_carry_githubs_headers(tmp_path: Path, project: Path)
         assert response.headers["content-type"] == "application/json; charset=utf-8"
         assert response.headers["x-github-api-version-selected"] == "2022-11-28"
         assert response.headers["x-github-request-id"]
-        assert (response.headers["x-ratelimit-limit"], response.headers["x-ratelimit-used"],
-                response.headers["x-ratelimit-remaining"], response.headers["x-ratelimit-resource"]) == (
-            "5000", "1", "4999", "core")
+        assert (
+            response.headers["x-ratelimit-limit"],
+            response.headers["x-ratelimit-used"],
+            response.headers["x-ratelimit-remaining"],
+            response.headers["x-ratelimit-resource"],
+        ) == ("5000", "1", "4999", "core")
         assert response.json()["clone_url"] == f"{BASE}/alice/demo.git"
 
 
@@ -666,8 +778,7 @@ async def test_every_request_is_logged_as_method_path_status(tmp_path: Path, pro
         await h.repository("alice/demo")
         await h.http.get("/repos/alice/demo")
         await h.http.get("/nowhere", params={"token": "never-logged"})
-    assert log.read_text().splitlines() == ["POST /_sandbox/repos 201", "GET /repos/alice/demo 404",
-                                            "GET /nowhere 404"]
+    assert log.read_text().splitlines() == ["POST /_sandbox/repos 201", "GET /repos/alice/demo 404", "GET /nowhere 404"]
 
 
 # the human API
@@ -677,13 +788,16 @@ async def test_a_person_without_triage_cannot_label_a_private_repositorys_issue(
     async with harness(tmp_path, project) as h:
         await h.repository("alice/demo")
         await h.issue("alice/demo")
-        refused = await h.http.post("/_sandbox/repos/alice/demo/issues/1/labels",
-                                    json={"as": "dave", "role": "read", "name": "lanebot"})
+        refused = await h.http.post(
+            "/_sandbox/repos/alice/demo/issues/1/labels", json={"as": "dave", "role": "read", "name": "lanebot"}
+        )
         assert refused.status_code == 403
         assert "needs triage or higher" in refused.json()["message"]
         stranger = await h.http.post("/_sandbox/repos/alice/demo/issues/1/comments", json={"as": "eve", "body": "hi"})
         assert stranger.status_code == 403
-        allowed = await h.http.post("/_sandbox/repos/alice/demo/issues/1/labels", json={"as": "alice", "name": "lanebot"})
+        allowed = await h.http.post(
+            "/_sandbox/repos/alice/demo/issues/1/labels", json={"as": "alice", "name": "lanebot"}
+        )
         assert allowed.json()["labels"] == ["lanebot"]
 
 
@@ -691,18 +805,36 @@ async def test_a_person_can_rerequest_a_check_run_and_pick_one_of_its_actions(tm
     async with harness(tmp_path, project) as h:
         repo = await h.repository("alice/demo")
         token = await h.token(repo["installation_id"])
-        run = (await h.http.post("/repos/alice/demo/check-runs", headers=token, json={
-            "name": "lane", "head_sha": "main", "conclusion": "failure",
-            "actions": [{"label": "Retry", "description": "again", "identifier": "retry"}]})).json()
-        assert (await h.http.post(f"/_sandbox/repos/alice/demo/check-runs/{run['id']}/rerequest",
-                                  json={"as": "alice"})).status_code == 202
-        unknown = await h.http.post(f"/_sandbox/repos/alice/demo/check-runs/{run['id']}/requested-action",
-                                    json={"as": "alice", "identifier": "merge"})
+        run = (
+            await h.http.post(
+                "/repos/alice/demo/check-runs",
+                headers=token,
+                json={
+                    "name": "lane",
+                    "head_sha": "main",
+                    "conclusion": "failure",
+                    "actions": [{"label": "Retry", "description": "again", "identifier": "retry"}],
+                },
+            )
+        ).json()
+        assert (
+            await h.http.post(f"/_sandbox/repos/alice/demo/check-runs/{run['id']}/rerequest", json={"as": "alice"})
+        ).status_code == 202
+        unknown = await h.http.post(
+            f"/_sandbox/repos/alice/demo/check-runs/{run['id']}/requested-action",
+            json={"as": "alice", "identifier": "merge"},
+        )
         assert unknown.status_code == 422
-        await h.http.post(f"/_sandbox/repos/alice/demo/check-runs/{run['id']}/requested-action",
-                          json={"as": "alice", "identifier": "retry"})
-        assert await h.delivered() == [("check_run", "created"), ("check_run", "completed"),
-                                       ("check_run", "rerequested"), ("check_run", "requested_action")]
+        await h.http.post(
+            f"/_sandbox/repos/alice/demo/check-runs/{run['id']}/requested-action",
+            json={"as": "alice", "identifier": "retry"},
+        )
+        assert await h.delivered() == [
+            ("check_run", "created"),
+            ("check_run", "completed"),
+            ("check_run", "rerequested"),
+            ("check_run", "requested_action"),
+        ]
         payload = json.loads(h.receiver.requests[-1].content)
         assert (payload["sender"]["login"], payload["requested_action"]) == ("alice", {"identifier": "retry"})
 
@@ -721,8 +853,11 @@ def served(tmp_path: Path, project: Path) -> Iterator[tuple[SandboxServer, Human
 
 def mint(server: SandboxServer, **body: Any) -> str:
     installation = server.sandbox.state.repository("alice", "demo").installation_id
-    response = httpx.post(f"{server.url}/app/installations/{installation}/access_tokens", json=body,
-                          headers={"Authorization": f"Bearer {app_jwt(Clock(datetime.now(timezone.utc)))}"})
+    response = httpx.post(
+        f"{server.url}/app/installations/{installation}/access_tokens",
+        json=body,
+        headers={"Authorization": f"Bearer {app_jwt(Clock(datetime.now(UTC)))}"},
+    )
     return response.json()["token"]
 
 
@@ -745,8 +880,11 @@ def test_git_clones_and_pushes_over_smart_http_with_an_installation_token(tmp_pa
     git("push", "--quiet", "origin", "lanebot/1/a", cwd=work)
     branches = client.state("alice/demo")["branches"]
     assert branches["lanebot/1/a"] == git("rev-parse", "HEAD", cwd=work).stdout.strip()
-    opened = httpx.post(f"{server.url}/repos/alice/demo/pulls", headers={"Authorization": f"token {token}"},
-                        json={"title": "A", "head": "lanebot/1/a", "base": "main"})
+    opened = httpx.post(
+        f"{server.url}/repos/alice/demo/pulls",
+        headers={"Authorization": f"token {token}"},
+        json={"title": "A", "head": "lanebot/1/a", "base": "main"},
+    )
     assert opened.status_code == 201
     git("commit", "--quiet", "--allow-empty", "-m", "again", cwd=work)
     git("push", "--quiet", "origin", "lanebot/1/a", cwd=work)
@@ -763,9 +901,15 @@ def pkt_line(text: str) -> bytes:
 def test_a_gzip_encoded_fetch_request_is_inflated_for_git(served) -> None:
     server, _ = served
     request = pkt_line("command=ls-refs\n") + b"0001" + pkt_line("peel\n") + b"0000"
-    response = httpx.post(f"{server.url}/alice/open.git/git-upload-pack", content=gzip.compress(request), headers={
-        "Content-Type": "application/x-git-upload-pack-request", "Content-Encoding": "gzip",
-        "Git-Protocol": "version=2"})
+    response = httpx.post(
+        f"{server.url}/alice/open.git/git-upload-pack",
+        content=gzip.compress(request),
+        headers={
+            "Content-Type": "application/x-git-upload-pack-request",
+            "Content-Encoding": "gzip",
+            "Git-Protocol": "version=2",
+        },
+    )
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/x-git-upload-pack-result"
     assert b"refs/heads/main" in response.content
@@ -807,11 +951,45 @@ def test_the_cli_acts_as_people_in_a_running_sandbox(tmp_path: Path, project: Pa
     with SandboxServer(config) as server:
         url = ["--sandbox-url", server.url]
         assert main(["sandbox", "repo", "create", "acme/demo", "--from", str(project), "--org", *url]) == 0
-        assert main(["sandbox", "issue", "open", "acme/demo", "--as", "alice", "--role", "admin",
-                     "--title", "Add a thing", "--body", "please", *url]) == 0
+        assert (
+            main(
+                [
+                    "sandbox",
+                    "issue",
+                    "open",
+                    "acme/demo",
+                    "--as",
+                    "alice",
+                    "--role",
+                    "admin",
+                    "--title",
+                    "Add a thing",
+                    "--body",
+                    "please",
+                    *url,
+                ]
+            )
+            == 0
+        )
         assert main(["sandbox", "label", "add", "acme/demo", "1", "lanebot", "--as", "alice", *url]) == 0
-        assert main(["sandbox", "comment", "acme/demo", "1", "--as", "bob", "--role", "maintain",
-                     "--body", "/approve", *url]) == 0
+        assert (
+            main(
+                [
+                    "sandbox",
+                    "comment",
+                    "acme/demo",
+                    "1",
+                    "--as",
+                    "bob",
+                    "--role",
+                    "maintain",
+                    "--body",
+                    "/approve",
+                    *url,
+                ]
+            )
+            == 0
+        )
         capsys.readouterr()
         assert main(["sandbox", "state", "acme/demo", *url]) == 0
         state = json.loads(capsys.readouterr().out)

@@ -35,8 +35,11 @@ async def test_a_status_fault_answers_with_githubs_error_without_doing_the_reque
         accepted = await h.http.post(f"/repos/alice/demo/issues/{number}/comments", headers=auth, json={"body": "two"})
 
         assert refused.status_code == 502
-        assert refused.json() == {"message": "Bad Gateway", "documentation_url": "https://docs.github.com/rest",
-                                  "status": "502"}
+        assert refused.json() == {
+            "message": "Bad Gateway",
+            "documentation_url": "https://docs.github.com/rest",
+            "status": "502",
+        }
         assert accepted.status_code == 201
         issue = h.sandbox.state.repository("alice", "demo").issues[number]
         assert [h.sandbox.state.comments[i].body for i in issue.comment_ids] == ["two"]
@@ -52,8 +55,9 @@ async def test_a_fault_with_body_contains_passes_other_bodies_through_untouched(
         h.sandbox.faults.add(Fault("POST", COMMENTS, status=500, body_contains="<!-- marker -->"))
 
         plain = await h.http.post(f"/repos/alice/demo/issues/{number}/comments", headers=auth, json={"body": "hi"})
-        marked = await h.http.post(f"/repos/alice/demo/issues/{number}/comments", headers=auth,
-                                   json={"body": "<!-- marker --> hi"})
+        marked = await h.http.post(
+            f"/repos/alice/demo/issues/{number}/comments", headers=auth, json={"body": "<!-- marker --> hi"}
+        )
 
         assert (plain.status_code, marked.status_code) == (201, 500)
         assert plain.json()["body"] == "hi"  # the body read to match the fault still reached the route
@@ -83,8 +87,10 @@ def test_a_dropped_answer_is_done_and_its_client_sees_the_connection_close(tmp_p
         claims = {"iat": now - 60, "exp": now + 540, "iss": str(APP_ID)}
         app_jwt = jwt.encode(claims, private_key_pem(), algorithm="RS256")
         with httpx.Client(base_url=server.url) as http:
-            minted = http.post(f"/app/installations/{repository.installation_id}/access_tokens",
-                               headers={"Authorization": f"Bearer {app_jwt}"})
+            minted = http.post(
+                f"/app/installations/{repository.installation_id}/access_tokens",
+                headers={"Authorization": f"Bearer {app_jwt}"},
+            )
             auth = {"Authorization": f"token {minted.json()['token']}"}
             server.sandbox.faults.add(Fault("POST", COMMENTS, drop_answer=True))
 
@@ -96,16 +102,20 @@ def test_a_dropped_answer_is_done_and_its_client_sees_the_connection_close(tmp_p
         repository.close()
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    ({"method": "GET", "path": "/x", "status": 502, "drop_answer": True}, "either a status to answer with or"),
-    ({"method": "GET", "path": "/x"}, "either a status to answer with or drop_answer"),
-    ({"method": "FETCH", "path": "/x", "status": 502}, "method must be one of GET, POST, PATCH, PUT, DELETE"),
-    ({"method": "GET", "path": "(", "status": 502}, "path must be a regular expression"),
-    ({"method": "GET", "path": "/x", "status": 200}, "status must be an error status from 400 to 599"),
-    ({"method": "GET", "path": "/x", "status": "502"}, "'status' must be a whole number"),
-    ({"method": "GET", "path": "/x", "status": 502, "times": 0}, "times must be at least 1"),
-    ({"method": "GET", "path": "/x", "drop_answer": "yes"}, "'drop_answer' must be true or false"),
-], ids=["both", "neither", "method", "path", "status", "status-text", "times", "drop-answer-text"])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"method": "GET", "path": "/x", "status": 502, "drop_answer": True}, "either a status to answer with or"),
+        ({"method": "GET", "path": "/x"}, "either a status to answer with or drop_answer"),
+        ({"method": "FETCH", "path": "/x", "status": 502}, "method must be one of GET, POST, PATCH, PUT, DELETE"),
+        ({"method": "GET", "path": "(", "status": 502}, "path must be a regular expression"),
+        ({"method": "GET", "path": "/x", "status": 200}, "status must be an error status from 400 to 599"),
+        ({"method": "GET", "path": "/x", "status": "502"}, "'status' must be a whole number"),
+        ({"method": "GET", "path": "/x", "status": 502, "times": 0}, "times must be at least 1"),
+        ({"method": "GET", "path": "/x", "drop_answer": "yes"}, "'drop_answer' must be true or false"),
+    ],
+    ids=["both", "neither", "method", "path", "status", "status-text", "times", "drop-answer-text"],
+)
 async def test_the_human_api_refuses_a_fault_it_cannot_set_saying_what_was_wrong(tmp_path, project, body, message):
     async with harness(tmp_path, project) as h:
         response = await h.http.post("/_sandbox/faults", json=body)
@@ -117,15 +127,24 @@ async def test_the_human_api_refuses_a_fault_it_cannot_set_saying_what_was_wrong
 async def test_the_human_api_sets_lists_and_clears_faults(tmp_path, project):
     async with harness(tmp_path, project) as h:
         await h.repository("alice/demo", private=False)
-        added = await h.http.post("/_sandbox/faults", json={"method": "get", "path": "/repos/alice/demo", "status": 500,
-                                                            "times": 2})
+        added = await h.http.post(
+            "/_sandbox/faults", json={"method": "get", "path": "/repos/alice/demo", "status": 500, "times": 2}
+        )
         await h.http.get("/repos/alice/demo")
         listed = await h.http.get("/_sandbox/faults")
         cleared = await h.http.delete("/_sandbox/faults")
 
         assert added.status_code == 201
-        assert added.json()["pending"] == [{"method": "GET", "path": "/repos/alice/demo", "status": 500,
-                                            "drop_answer": False, "body_contains": None, "times": 2}]
+        assert added.json()["pending"] == [
+            {
+                "method": "GET",
+                "path": "/repos/alice/demo",
+                "status": 500,
+                "drop_answer": False,
+                "body_contains": None,
+                "times": 2,
+            }
+        ]
         assert [fired["path"] for fired in listed.json()["fired"]] == ["/repos/alice/demo"]
         assert listed.json()["pending"] != [] and cleared.json()["pending"] == []
         assert (await h.http.get("/repos/alice/demo")).status_code == 200

@@ -72,19 +72,42 @@ OPTIONAL_KEYS = {
 # Fields GitHub's webhook schema makes nullable although the example happens to hold a value
 # (docs.github.com/en/webhooks/webhook-events-and-payloads, the "null" alternatives of each field).
 NULLABLE = {
-    ".issue.assignee", ".issue.milestone", ".issue.body", ".issue.closed_at",
-    ".issue.labels[].description", ".label.description", ".pull_request.labels[].description",
-    ".pull_request.body", ".pull_request.closed_at", ".pull_request.merged_at", ".pull_request.merge_commit_sha",
-    ".pull_request.assignee", ".pull_request.mergeable", ".pull_request.rebaseable",
-    ".check_run.conclusion", ".check_run.completed_at", ".check_run.output.title", ".check_run.output.summary",
-    ".check_run.output.text", ".check_run.check_suite.conclusion", ".check_run.check_suite.head_branch",
-    ".review.body", ".changes.body.from", ".comment.performed_via_github_app",
+    ".issue.assignee",
+    ".issue.milestone",
+    ".issue.body",
+    ".issue.closed_at",
+    ".issue.labels[].description",
+    ".label.description",
+    ".pull_request.labels[].description",
+    ".pull_request.body",
+    ".pull_request.closed_at",
+    ".pull_request.merged_at",
+    ".pull_request.merge_commit_sha",
+    ".pull_request.assignee",
+    ".pull_request.mergeable",
+    ".pull_request.rebaseable",
+    ".check_run.conclusion",
+    ".check_run.completed_at",
+    ".check_run.output.title",
+    ".check_run.output.summary",
+    ".check_run.output.text",
+    ".check_run.check_suite.conclusion",
+    ".check_run.check_suite.head_branch",
+    ".review.body",
+    ".changes.body.from",
+    ".comment.performed_via_github_app",
 }
 
 # Objects whose keys are data, not schema: compared on the type of their values only.
-MAPS = {".check_run.app.permissions", ".check_run.check_suite.app.permissions", ".repository.custom_properties",
-        ".pull_request.head.repo.custom_properties", ".pull_request.base.repo.custom_properties",
-        ".comment.performed_via_github_app.permissions", ".installation.permissions"}
+MAPS = {
+    ".check_run.app.permissions",
+    ".check_run.check_suite.app.permissions",
+    ".repository.custom_properties",
+    ".pull_request.head.repo.custom_properties",
+    ".pull_request.base.repo.custom_properties",
+    ".comment.performed_via_github_app.permissions",
+    ".installation.permissions",
+}
 
 
 def json_type(value: Any) -> str:
@@ -148,7 +171,11 @@ def differences(example: Any, actual: Any, path: str, siblings: dict[str, Any], 
         return []
     if path in MAPS:
         kinds = {json_type(v) for v in example.values()}
-        return [f"{path}.{k}: {json_type(v)} among {kinds}" for k, v in actual.items() if kinds and json_type(v) not in kinds]
+        return [
+            f"{path}.{k}: {json_type(v)} among {kinds}"
+            for k, v in actual.items()
+            if kinds and json_type(v) not in kinds
+        ]
     problems = []
     for key, value in example.items():
         if key in actual:
@@ -168,10 +195,22 @@ def differences(example: Any, actual: Any, path: str, siblings: dict[str, Any], 
 
 
 def _git(*args: str, cwd: Path | None = None) -> str:
-    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True,
-                            env={"GIT_CONFIG_NOSYSTEM": "1", "HOME": str(cwd or Path.cwd()), "PATH": "/usr/bin:/bin",
-                                 "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-                                 "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"})
+    result = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "HOME": str(cwd or Path.cwd()),
+            "PATH": "/usr/bin:/bin",
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@example.com",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.com",
+        },
+    )
     return result.stdout.strip()
 
 
@@ -192,40 +231,70 @@ async def _push_commit(sandbox: Sandbox, owner: str, name: str, branch: str, wor
     await sandbox.pushed(repository, before, sandbox.git.refs(owner, name), sandbox.bot)
 
 
-async def _scenario(tmp: Path, private_key: str, public_key: str, owner: str, organization: bool) -> list[tuple[str, dict]]:
+async def _scenario(
+    tmp: Path, private_key: str, public_key: str, owner: str, organization: bool
+) -> list[tuple[str, dict]]:
     delivered: list[tuple[str, dict]] = []
 
     async def receive(request: httpx.Request) -> httpx.Response:
         delivered.append((request.headers["X-GitHub-Event"], json.loads(request.content)))
         return httpx.Response(202)
 
-    sandbox = Sandbox(SandboxConfig(public_key_pem=public_key, app_id=APP_ID, webhook_url="http://lanebot.test/hooks",
-                                    webhook_secret="secret", state_dir=tmp / "state", public_url=SANDBOX_URL),
-                      webhook_client=httpx.AsyncClient(transport=httpx.MockTransport(receive)))
+    sandbox = Sandbox(
+        SandboxConfig(
+            public_key_pem=public_key,
+            app_id=APP_ID,
+            webhook_url="http://lanebot.test/hooks",
+            webhook_secret="secret",
+            state_dir=tmp / "state",
+            public_url=SANDBOX_URL,
+        ),
+        webhook_client=httpx.AsyncClient(transport=httpx.MockTransport(receive)),
+    )
     project = tmp / "project"
     project.mkdir()
     (project / "README.md").write_text("# demo\n")
     transport = httpx.ASGITransport(app=create_app(sandbox))
     async with httpx.AsyncClient(transport=transport, base_url=SANDBOX_URL) as http:
+
         async def ok(response_future: Any) -> dict:
             response = await response_future
             assert response.status_code < 300, response.text
             return response.json()
 
         repo = f"{owner}/demo"
-        created = await ok(http.post("/_sandbox/repos", json={"full_name": repo, "path": str(project),
-                                                              "organization": organization}))
-        await ok(http.post("/_sandbox/repos", json={"full_name": f"{owner}/second", "path": str(project),
-                                                    "organization": organization}))
+        created = await ok(
+            http.post("/_sandbox/repos", json={"full_name": repo, "path": str(project), "organization": organization})
+        )
+        await ok(
+            http.post(
+                "/_sandbox/repos",
+                json={"full_name": f"{owner}/second", "path": str(project), "organization": organization},
+            )
+        )
         now = int(sandbox.clock().timestamp())
         app_jwt = jwt.encode({"iat": now - 60, "exp": now + 540, "iss": str(APP_ID)}, private_key, algorithm="RS256")
-        minted = await ok(http.post(f"/app/installations/{created['installation_id']}/access_tokens",
-                                    headers={"Authorization": f"Bearer {app_jwt}"}))
+        minted = await ok(
+            http.post(
+                f"/app/installations/{created['installation_id']}/access_tokens",
+                headers={"Authorization": f"Bearer {app_jwt}"},
+            )
+        )
         bot = {"Authorization": f"token {minted['token']}"}
         human, api = f"/_sandbox/repos/{repo}", f"/repos/{repo}"
 
-        await ok(http.post(f"{human}/issues", json={"as": "alice", "role": "admin", "title": "Add a thing",
-                                                    "body": "Please.", "labels": ["enhancement"]}))
+        await ok(
+            http.post(
+                f"{human}/issues",
+                json={
+                    "as": "alice",
+                    "role": "admin",
+                    "title": "Add a thing",
+                    "body": "Please.",
+                    "labels": ["enhancement"],
+                },
+            )
+        )
         await ok(http.post(f"{human}/issues/1/labels", json={"as": "alice", "name": "lanebot"}))
         await ok(http.post(f"{human}/issues/1/comments", json={"as": "bob", "role": "write", "body": "/plan"}))
         comment = await ok(http.post(f"{api}/issues/1/comments", headers=bot, json={"body": "Planning."}))
@@ -237,33 +306,64 @@ async def _scenario(tmp: Path, private_key: str, public_key: str, owner: str, or
 
         branch, work = "lanebot/1/thing", tmp / "work"
         await _push_commit(sandbox, owner, "demo", branch, work, "first")
-        await ok(http.post(f"{api}/pulls", headers=bot, json={"title": "Add a thing", "head": branch, "base": "main",
-                                                               "body": "Closes #1", "draft": True}))
+        await ok(
+            http.post(
+                f"{api}/pulls",
+                headers=bot,
+                json={"title": "Add a thing", "head": branch, "base": "main", "body": "Closes #1", "draft": True},
+            )
+        )
         await ok(http.post(f"{api}/issues/2/labels", headers=bot, json={"labels": ["lanebot:running"]}))
         await ok(http.delete(f"{api}/issues/2/labels/lanebot:running", headers=bot))
         await ok(http.post(f"{human}/issues/2/comments", json={"as": "bob", "body": "/fix the typo"}))
         await _push_commit(sandbox, owner, "demo", branch, work, "second")
-        await ok(http.post(f"{human}/pulls/2/reviews", json={"as": "alice", "event": "REQUEST_CHANGES",
-                                                             "body": "A typo."}))
+        await ok(
+            http.post(f"{human}/pulls/2/reviews", json={"as": "alice", "event": "REQUEST_CHANGES", "body": "A typo."})
+        )
         await ok(http.post(f"{api}/pulls/2/requested_reviewers", headers=bot, json={"reviewers": ["bob"]}))
         inline = {"path": "lanebot-1-thing.txt", "line": 1, "side": "RIGHT", "body": "Why this word?"}
-        await ok(http.post(f"{api}/pulls/2/reviews", headers=bot, json={"event": "COMMENT", "body": "Notes.",
-                                                                          "comments": [inline]}))
+        await ok(
+            http.post(
+                f"{api}/pulls/2/reviews", headers=bot, json={"event": "COMMENT", "body": "Notes.", "comments": [inline]}
+            )
+        )
         [root] = await ok(http.get(f"{api}/pulls/2/comments", headers=bot))
         await ok(http.post(f"{human}/pulls/comments/{root['id']}/replies", json={"as": "bob", "body": "Because."}))
         head = sandbox.git.resolve(owner, "demo", branch)
-        run = await ok(http.post(f"{api}/check-runs", headers=bot, json={
-            "name": "lane: thing", "head_sha": head, "status": "in_progress", "external_id": "run-1",
-            "actions": [{"label": "Retry", "description": "Run the lane again", "identifier": "retry"}]}))
-        await ok(http.patch(f"{api}/check-runs/{run['id']}", headers=bot, json={
-            "conclusion": "failure", "output": {"title": "Check failed", "summary": "1 test failed"}}))
+        run = await ok(
+            http.post(
+                f"{api}/check-runs",
+                headers=bot,
+                json={
+                    "name": "lane: thing",
+                    "head_sha": head,
+                    "status": "in_progress",
+                    "external_id": "run-1",
+                    "actions": [{"label": "Retry", "description": "Run the lane again", "identifier": "retry"}],
+                },
+            )
+        )
+        await ok(
+            http.patch(
+                f"{api}/check-runs/{run['id']}",
+                headers=bot,
+                json={"conclusion": "failure", "output": {"title": "Check failed", "summary": "1 test failed"}},
+            )
+        )
         await ok(http.post(f"{human}/check-runs/{run['id']}/rerequest", json={"as": "bob"}))
-        await ok(http.post(f"{human}/check-runs/{run['id']}/requested-action", json={"as": "bob", "identifier": "retry"}))
+        await ok(
+            http.post(f"{human}/check-runs/{run['id']}/requested-action", json={"as": "bob", "identifier": "retry"})
+        )
         await ok(http.patch(f"{api}/pulls/2", headers=bot, json={"state": "closed"}))
         await ok(http.patch(f"{api}/pulls/2", headers=bot, json={"state": "open"}))
         await _push_commit(sandbox, owner, "demo", "ready", tmp / "merged", "ready")
-        await ok(http.post(f"{api}/pulls", headers=bot, json={"title": "Ready", "head": "ready", "base": "main",
-                                                               "body": "Closes #1", "draft": False}))
+        await ok(
+            http.post(
+                f"{api}/pulls",
+                headers=bot,
+                json={"title": "Ready", "head": "ready", "base": "main", "body": "Closes #1", "draft": False},
+            )
+        )
         await ok(http.post(f"{human}/pulls/3/merge", json={"as": "alice"}))
         assert (await http.delete(f"{api}/git/refs/heads/ready", headers=bot)).status_code == 204
         await sandbox.webhooks.drain()
@@ -336,8 +436,10 @@ def test_every_repository_event_names_the_installation_by_id_and_node_id(deliver
         installation_id = grouped[("installation", "created")][0]["installation"]["id"]
         for (event, _), payloads in grouped.items():
             if event not in INSTALLATION_EVENTS:
-                assert all(p["installation"] == {"id": installation_id, "node_id": p["installation"]["node_id"]}
-                           for p in payloads)
+                assert all(
+                    p["installation"] == {"id": installation_id, "node_id": p["installation"]["node_id"]}
+                    for p in payloads
+                )
 
 
 def test_the_comparison_catches_a_missing_key_a_wrong_type_and_an_invented_key() -> None:
@@ -345,11 +447,15 @@ def test_the_comparison_catches_a_missing_key_a_wrong_type_and_an_invented_key()
     assert differences(example, {"a": 1, "b": {"c": "y"}, "d": [{"e": False}], "n": 5}, "", {}, set()) == []
     assert differences(example, {"b": {"c": "y"}, "d": [], "n": None}, "", {}, set()) == [".a: missing"]
     assert differences(example, {"a": "1", "b": {"c": "y"}, "d": [{"e": 1}], "n": None}, "", {}, set()) == [
-        ".a: string where GitHub's example has a number", ".d[].e: number where GitHub's example has a boolean"]
+        ".a: string where GitHub's example has a number",
+        ".d[].e: number where GitHub's example has a boolean",
+    ]
     assert differences(example, {"a": 1, "b": {"c": "y", "z": 0}, "d": [], "n": None}, "", {}, set()) == [
-        ".b.z: not in any GitHub example of this event"]
+        ".b.z: not in any GitHub example of this event"
+    ]
     assert differences(example, {"a": None, "b": {"c": "y"}, "d": [], "n": None}, "", {}, set()) == [
-        ".a: null where GitHub's example has a number"]
+        ".a: null where GitHub's example has a number"
+    ]
 
 
 # routes
@@ -361,22 +467,34 @@ DOCUMENTED_ROUTES = {
     ("GET", "/app"): f"{REST}/apps/apps#get-the-authenticated-app",
     ("GET", "/app/installations"): f"{REST}/apps/apps#list-installations-for-the-authenticated-app",
     ("GET", "/app/installations/{installation_id}"): f"{REST}/apps/apps#get-an-installation-for-the-authenticated-app",
-    ("POST", "/app/installations/{installation_id}/access_tokens"):
-        f"{REST}/apps/apps#create-an-installation-access-token-for-an-app",
-    ("GET", "/repos/{owner}/{repo}/installation"): f"{REST}/apps/apps#get-a-repository-installation-for-the-authenticated-app",
-    ("GET", "/installation/repositories"):
-        f"{REST}/apps/installations#list-repositories-accessible-to-the-app-installation",
+    (
+        "POST",
+        "/app/installations/{installation_id}/access_tokens",
+    ): f"{REST}/apps/apps#create-an-installation-access-token-for-an-app",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/installation",
+    ): f"{REST}/apps/apps#get-a-repository-installation-for-the-authenticated-app",
+    (
+        "GET",
+        "/installation/repositories",
+    ): f"{REST}/apps/installations#list-repositories-accessible-to-the-app-installation",
     ("GET", "/app/hook/config"): f"{REST}/apps/webhooks#get-a-webhook-configuration-for-an-app",
     ("PATCH", "/app/hook/config"): f"{REST}/apps/webhooks#update-a-webhook-configuration-for-an-app",
     ("GET", "/app/hook/deliveries"): f"{REST}/apps/webhooks#list-deliveries-for-an-app-webhook",
     ("GET", "/app/hook/deliveries/{delivery_id}"): f"{REST}/apps/webhooks#get-a-delivery-for-an-app-webhook",
-    ("POST", "/app/hook/deliveries/{delivery_id}/attempts"): f"{REST}/apps/webhooks#redeliver-a-delivery-for-an-app-webhook",
+    (
+        "POST",
+        "/app/hook/deliveries/{delivery_id}/attempts",
+    ): f"{REST}/apps/webhooks#redeliver-a-delivery-for-an-app-webhook",
     ("GET", "/rate_limit"): f"{REST}/rate-limit/rate-limit#get-rate-limit-status-for-the-authenticated-user",
     ("GET", "/repos/{owner}/{repo}"): f"{REST}/repos/repos#get-a-repository",
     ("GET", "/repos/{owner}/{repo}/contents/{path}"): f"{REST}/repos/contents#get-repository-content",
     ("DELETE", "/repos/{owner}/{repo}/git/refs/{ref}"): f"{REST}/git/refs#delete-a-reference",
-    ("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"):
-        f"{REST}/collaborators/collaborators#get-repository-permissions-for-a-user",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/collaborators/{username}/permission",
+    ): f"{REST}/collaborators/collaborators#get-repository-permissions-for-a-user",
     ("GET", "/repos/{owner}/{repo}/issues"): f"{REST}/issues/issues#list-repository-issues",
     ("POST", "/repos/{owner}/{repo}/issues"): f"{REST}/issues/issues#create-an-issue",
     ("GET", "/repos/{owner}/{repo}/issues/{issue_number}"): f"{REST}/issues/issues#get-an-issue",
@@ -386,47 +504,79 @@ DOCUMENTED_ROUTES = {
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments"): f"{REST}/issues/comments#create-an-issue-comment",
     ("GET", "/repos/{owner}/{repo}/issues/comments/{comment_id}"): f"{REST}/issues/comments#get-an-issue-comment",
     ("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}"): f"{REST}/issues/comments#update-an-issue-comment",
-    ("GET", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"):
-        f"{REST}/reactions/reactions#list-reactions-for-an-issue-comment",
-    ("POST", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"):
-        f"{REST}/reactions/reactions#create-reaction-for-an-issue-comment",
-    ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/reactions"):
-        f"{REST}/reactions/reactions#create-reaction-for-an-issue",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions",
+    ): f"{REST}/reactions/reactions#list-reactions-for-an-issue-comment",
+    (
+        "POST",
+        "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions",
+    ): f"{REST}/reactions/reactions#create-reaction-for-an-issue-comment",
+    (
+        "POST",
+        "/repos/{owner}/{repo}/issues/{issue_number}/reactions",
+    ): f"{REST}/reactions/reactions#create-reaction-for-an-issue",
     ("GET", "/repos/{owner}/{repo}/labels"): f"{REST}/issues/labels#list-labels-for-a-repository",
     ("POST", "/repos/{owner}/{repo}/labels"): f"{REST}/issues/labels#create-a-label",
     ("GET", "/repos/{owner}/{repo}/labels/{name}"): f"{REST}/issues/labels#get-a-label",
     ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/labels"): f"{REST}/issues/labels#list-labels-for-an-issue",
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels"): f"{REST}/issues/labels#add-labels-to-an-issue",
     ("PUT", "/repos/{owner}/{repo}/issues/{issue_number}/labels"): f"{REST}/issues/labels#set-labels-for-an-issue",
-    ("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}"):
-        f"{REST}/issues/labels#remove-a-label-from-an-issue",
+    (
+        "DELETE",
+        "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}",
+    ): f"{REST}/issues/labels#remove-a-label-from-an-issue",
     ("GET", "/repos/{owner}/{repo}/pulls"): f"{REST}/pulls/pulls#list-pull-requests",
     ("POST", "/repos/{owner}/{repo}/pulls"): f"{REST}/pulls/pulls#create-a-pull-request",
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}"): f"{REST}/pulls/pulls#get-a-pull-request",
     ("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}"): f"{REST}/pulls/pulls#update-a-pull-request",
-    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"): f"{REST}/pulls/reviews#list-reviews-for-a-pull-request",
-    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"):
-        f"{REST}/pulls/reviews#create-a-review-for-a-pull-request",
-    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"):
-        f"{REST}/pulls/reviews#get-a-review-for-a-pull-request",
-    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments"):
-        f"{REST}/pulls/reviews#list-comments-for-a-pull-request-review",
-    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"):
-        f"{REST}/pulls/comments#list-review-comments-on-a-pull-request",
-    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"):
-        f"{REST}/pulls/comments#create-a-review-comment-for-a-pull-request",
-    ("GET", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"):
-        f"{REST}/pulls/comments#get-a-review-comment-for-a-pull-request",
-    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"):
-        f"{REST}/pulls/comments#create-a-reply-for-a-review-comment",
-    ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers"):
-        f"{REST}/pulls/review-requests#get-all-requested-reviewers-for-a-pull-request",
-    ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers"):
-        f"{REST}/pulls/review-requests#request-reviewers-for-a-pull-request",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/pulls/{pull_number}/reviews",
+    ): f"{REST}/pulls/reviews#list-reviews-for-a-pull-request",
+    (
+        "POST",
+        "/repos/{owner}/{repo}/pulls/{pull_number}/reviews",
+    ): f"{REST}/pulls/reviews#create-a-review-for-a-pull-request",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}",
+    ): f"{REST}/pulls/reviews#get-a-review-for-a-pull-request",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments",
+    ): f"{REST}/pulls/reviews#list-comments-for-a-pull-request-review",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/pulls/{pull_number}/comments",
+    ): f"{REST}/pulls/comments#list-review-comments-on-a-pull-request",
+    (
+        "POST",
+        "/repos/{owner}/{repo}/pulls/{pull_number}/comments",
+    ): f"{REST}/pulls/comments#create-a-review-comment-for-a-pull-request",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/pulls/comments/{comment_id}",
+    ): f"{REST}/pulls/comments#get-a-review-comment-for-a-pull-request",
+    (
+        "POST",
+        "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies",
+    ): f"{REST}/pulls/comments#create-a-reply-for-a-review-comment",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers",
+    ): f"{REST}/pulls/review-requests#get-all-requested-reviewers-for-a-pull-request",
+    (
+        "POST",
+        "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers",
+    ): f"{REST}/pulls/review-requests#request-reviewers-for-a-pull-request",
     ("POST", "/repos/{owner}/{repo}/check-runs"): f"{REST}/checks/runs#create-a-check-run",
     ("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}"): f"{REST}/checks/runs#get-a-check-run",
     ("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}"): f"{REST}/checks/runs#update-a-check-run",
-    ("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs"): f"{REST}/checks/runs#list-check-runs-for-a-git-reference",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/commits/{ref}/check-runs",
+    ): f"{REST}/checks/runs#list-check-runs-for-a-git-reference",
 }
 
 
@@ -446,10 +596,16 @@ def test_the_documented_routes_are_docs_github_com_rest_pages() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("method", "path"), [
-    ("GET", "/repos/alice/demo/branches"), ("GET", "/nothing/here"), ("DELETE", "/repos/alice/demo"),
-    ("GET", "/repos/alice/demo/"), ("POST", "/app"),
-])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/repos/alice/demo/branches"),
+        ("GET", "/nothing/here"),
+        ("DELETE", "/repos/alice/demo"),
+        ("GET", "/repos/alice/demo/"),
+        ("POST", "/app"),
+    ],
+)
 async def test_what_github_does_not_serve_is_404_with_githubs_body(tmp_path: Path, method: str, path: str) -> None:
     _, public_key = app_key()
     sandbox = Sandbox(SandboxConfig(public_key_pem=public_key, state_dir=tmp_path))
@@ -458,5 +614,8 @@ async def test_what_github_does_not_serve_is_404_with_githubs_body(tmp_path: Pat
     await sandbox.close()
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/json; charset=utf-8"
-    assert response.json() == {"message": "Not Found", "documentation_url": "https://docs.github.com/rest",
-                               "status": "404"}
+    assert response.json() == {
+        "message": "Not Found",
+        "documentation_url": "https://docs.github.com/rest",
+        "status": "404",
+    }

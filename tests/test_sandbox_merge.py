@@ -30,11 +30,22 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
-async def open_pull(h, token: dict[str, str], branch: str, work: Path, files: dict[str, str], *,
-                    draft: bool = False, body: str = "Closes #1") -> int:
+async def open_pull(
+    h,
+    token: dict[str, str],
+    branch: str,
+    work: Path,
+    files: dict[str, str],
+    *,
+    draft: bool = False,
+    body: str = "Closes #1",
+) -> int:
     push_branch(h.sandbox, REPO, branch, work, files)
-    response = await h.http.post(f"/repos/{REPO}/pulls", headers=token, json={
-        "title": f"From {branch}", "head": branch, "base": "main", "body": body, "draft": draft})
+    response = await h.http.post(
+        f"/repos/{REPO}/pulls",
+        headers=token,
+        json={"title": f"From {branch}", "head": branch, "base": "main", "body": body, "draft": draft},
+    )
     assert response.status_code == 201, response.text
     await h.sandbox.webhooks.drain()
     return response.json()["number"]
@@ -49,8 +60,9 @@ async def test_merging_makes_a_merge_commit_of_the_base_tip_and_the_head_on_the_
         token = await h.token((await h.repository(REPO))["installation_id"])
         issue = await h.issue(REPO)
         base_before = h.sandbox.git.resolve("alice", "demo", "main")
-        number = await open_pull(h, token, "feature", tmp_path / "work", {"feature.txt": "new\n"},
-                                 body=f"Does it.\n\nFixes: #{issue}")
+        number = await open_pull(
+            h, token, "feature", tmp_path / "work", {"feature.txt": "new\n"}, body=f"Does it.\n\nFixes: #{issue}"
+        )
         head = h.sandbox.git.resolve("alice", "demo", "feature")
         h.receiver.requests.clear()
 

@@ -61,8 +61,9 @@ class World:
         self.head = await push(self.h, self.work, files)
         return self.head
 
-    async def review(self, *comments: dict[str, Any], event: str = "COMMENT", body: str | None = "Notes.",
-                     **extra: Any) -> httpx.Response:
+    async def review(
+        self, *comments: dict[str, Any], event: str = "COMMENT", body: str | None = "Notes.", **extra: Any
+    ) -> httpx.Response:
         payload = {"event": event, "body": body, "comments": list(comments), **extra}
         return await self.http.post(f"/repos/{REPO}/pulls/1/reviews", headers=self.token, json=payload)
 
@@ -72,15 +73,17 @@ class World:
         return response.json()
 
     async def reply(self, comment_id: int, body: str) -> httpx.Response:
-        return await self.http.post(f"/repos/{REPO}/pulls/1/comments/{comment_id}/replies", headers=self.token,
-                                    json={"body": body})
+        return await self.http.post(
+            f"/repos/{REPO}/pulls/1/comments/{comment_id}/replies", headers=self.token, json={"body": body}
+        )
 
     async def human(self, path: str, body: dict[str, Any]) -> httpx.Response:
         return await self.http.post(f"/_sandbox/repos/{REPO}{path}", json=body)
 
     async def graphql(self, query: str, token: dict[str, str] | None = None, **variables: Any) -> httpx.Response:
-        return await self.http.post("/graphql", headers=self.token if token is None else token,
-                                    json={"query": query, "variables": variables})
+        return await self.http.post(
+            "/graphql", headers=self.token if token is None else token, json={"query": query, "variables": variables}
+        )
 
     async def delivered(self) -> list[tuple[str, str]]:
         return await self.h.delivered()
@@ -115,8 +118,9 @@ async def world(tmp_path: Path, project: Path) -> AsyncIterator[World]:
         work = tmp_path / "work"
         head = await push(h, work, {"src/long.py": CHANGED, "docs/notes.md": "one\ntwo\n"})
         token = await h.token(repo["installation_id"])
-        opened = await h.http.post(f"/repos/{REPO}/pulls", headers=token,
-                                   json={"title": "Change line 10", "head": BRANCH, "base": "main"})
+        opened = await h.http.post(
+            f"/repos/{REPO}/pulls", headers=token, json={"title": "Change line 10", "head": BRANCH, "base": "main"}
+        )
         assert opened.status_code == 201, opened.text
         await h.sandbox.webhooks.drain()
         h.receiver.requests.clear()
@@ -160,14 +164,20 @@ def test_a_diff_is_read_into_the_lines_each_side_shows_and_githubs_positions() -
     files = parse_diff(TWO_HUNKS)
     assert set(files) == {"app.py", "gone.txt"}  # a binary file has no lines to comment on
     app = files["app.py"]
-    assert [(side, line, app.find(line, side).position) for side, line in (
-        ("LEFT", 2), ("RIGHT", 2), ("RIGHT", 3), ("RIGHT", 20), ("RIGHT", 22))] == [
-        ("LEFT", 2, 2), ("RIGHT", 2, 3), ("RIGHT", 3, 4), ("RIGHT", 20, 6), ("RIGHT", 22, 8)]
+    assert [
+        (side, line, app.find(line, side).position)
+        for side, line in (("LEFT", 2), ("RIGHT", 2), ("RIGHT", 3), ("RIGHT", 20), ("RIGHT", 22))
+    ] == [("LEFT", 2, 2), ("RIGHT", 2, 3), ("RIGHT", 3, 4), ("RIGHT", 20, 6), ("RIGHT", 22, 8)]
     assert app.find(2, "RIGHT").diff_hunk == "@@ -1,3 +1,3 @@\n first\n-second\n+second, changed"
     assert app.find(22, "RIGHT").diff_hunk.startswith("@@ -20,2 +20,3 @@ def tail():\n twenty")
     assert app.find(10, "RIGHT") is None and app.find(22, "LEFT") is None
     assert [app.at_position(n) for n in (1, 2, 5, 8, 9)] == [
-        ("RIGHT", 1), ("LEFT", 2), None, ("RIGHT", 22), None]  # 5 is the second hunk's header
+        ("RIGHT", 1),
+        ("LEFT", 2),
+        None,
+        ("RIGHT", 22),
+        None,
+    ]  # 5 is the second hunk's header
     assert files["gone.txt"].find(1, "LEFT").diff_hunk == "@@ -1 +0,0 @@\n-bye"
 
 
@@ -179,12 +189,18 @@ async def test_a_review_with_inline_comments_is_200_and_each_comment_sits_where_
     assert response.status_code == 200
     review = response.json()
     assert (review["state"], review["body"], review["commit_id"], review["user"]["login"]) == (
-        "COMMENTED", "Notes.", world.head, "lanebot[bot]")
+        "COMMENTED",
+        "Notes.",
+        world.head,
+        "lanebot[bot]",
+    )
     right, left = await world.get("/pulls/1/comments")
     assert right["diff_hunk"] == f"{HUNK_HEADER}\n line 7\n line 8\n line 9\n-line 10\n+line 10 changed"
     assert left["diff_hunk"] == f"{HUNK_HEADER}\n line 7\n line 8\n line 9\n-line 10"
     assert [(c["side"], c["line"], c["original_line"], c["position"]) for c in (right, left)] == [
-        ("RIGHT", 10, 10, 5), ("LEFT", 10, 10, 4)]
+        ("RIGHT", 10, 10, 5),
+        ("LEFT", 10, 10, 4),
+    ]
     for comment in (right, left):
         assert comment["pull_request_review_id"] == review["id"]
         assert comment["commit_id"] == comment["original_commit_id"] == world.head
@@ -192,20 +208,31 @@ async def test_a_review_with_inline_comments_is_200_and_each_comment_sits_where_
         assert comment["url"] == f"{BASE}/repos/{REPO}/pulls/comments/{comment['id']}"
         assert comment["html_url"] == f"{BASE}/{REPO}/pull/1#discussion_r{comment['id']}"
         assert (comment["user"]["login"], comment["subject_type"], comment["start_line"]) == (
-            "lanebot[bot]", "line", None)
+            "lanebot[bot]",
+            "line",
+            None,
+        )
 
 
-@pytest.mark.parametrize(("comment", "reason"), [
-    (inline(line=2), LINE_NOT_IN_DIFF),
-    (inline(line=10, side="LEFT", path="docs/notes.md"), LINE_NOT_IN_DIFF),
-    (inline(path="README.md", line=1), PATH_UNRESOLVED),
-    (inline(line=10, start_line=2), START_LINE_OUTSIDE_HUNK),
-], ids=["line-outside-the-hunks", "left-side-of-an-added-file", "file-not-in-the-diff", "start-in-another-hunk"])
+@pytest.mark.parametrize(
+    ("comment", "reason"),
+    [
+        (inline(line=2), LINE_NOT_IN_DIFF),
+        (inline(line=10, side="LEFT", path="docs/notes.md"), LINE_NOT_IN_DIFF),
+        (inline(path="README.md", line=1), PATH_UNRESOLVED),
+        (inline(line=10, start_line=2), START_LINE_OUTSIDE_HUNK),
+    ],
+    ids=["line-outside-the-hunks", "left-side-of-an-added-file", "file-not-in-the-diff", "start-in-another-hunk"],
+)
 async def test_a_review_with_a_comment_github_cannot_place_is_422_and_creates_nothing(world, comment, reason) -> None:
     response = await world.review(inline(line=9), comment)
     assert response.status_code == 422
-    assert response.json() == {"message": "Unprocessable Entity", "errors": [reason],
-                               "documentation_url": REVIEWS_DOCS, "status": "422"}
+    assert response.json() == {
+        "message": "Unprocessable Entity",
+        "errors": [reason],
+        "documentation_url": REVIEWS_DOCS,
+        "status": "422",
+    }
     assert await world.get("/pulls/1/reviews") == []
     assert await world.get("/pulls/1/comments") == []
     assert await world.delivered() == []
@@ -220,7 +247,7 @@ async def test_the_pull_requests_author_may_comment_but_not_approve_or_request_c
 
 
 async def test_a_person_may_approve_and_request_changes(world):
-    for event, state in (("APPROVE", "approved"), ("REQUEST_CHANGES", "changes_requested")):
+    for event in ("APPROVE", "REQUEST_CHANGES"):
         response = await world.human("/pulls/1/reviews", {"as": "bob", "event": event, "body": "Seen."})
         assert response.status_code == 201, response.text
     reviews = await world.get("/pulls/1/reviews")
@@ -244,8 +271,9 @@ async def test_a_comment_review_needs_a_body_unless_it_has_inline_comments(world
 
 
 async def test_the_older_position_is_taken_and_becomes_the_line_and_side_it_names(world):
-    response = await world.review({"path": "src/long.py", "position": 4, "body": "old"},
-                                  {"path": "src/long.py", "position": 5, "body": "new"})
+    response = await world.review(
+        {"path": "src/long.py", "position": 4, "body": "old"}, {"path": "src/long.py", "position": 5, "body": "new"}
+    )
     assert response.status_code == 200
     comments = await world.get("/pulls/1/comments")
     assert [(c["side"], c["line"], c["position"]) for c in comments] == [("LEFT", 10, 4), ("RIGHT", 10, 5)]
@@ -286,8 +314,11 @@ async def test_reviews_are_listed_in_order_and_each_is_got_with_its_comments(wor
 
 
 async def test_a_single_review_comment_is_201_in_a_review_of_its_own(world):
-    response = await world.http.post(f"/repos/{REPO}/pulls/1/comments", headers=world.token, json={
-        "body": "Single.", "commit_id": world.head, "path": "docs/notes.md", "line": 2, "side": "RIGHT"})
+    response = await world.http.post(
+        f"/repos/{REPO}/pulls/1/comments",
+        headers=world.token,
+        json={"body": "Single.", "commit_id": world.head, "path": "docs/notes.md", "line": 2, "side": "RIGHT"},
+    )
     assert response.status_code == 201
     comment = response.json()
     assert response.headers["location"] == comment["url"]
@@ -299,11 +330,20 @@ async def test_a_single_review_comment_is_201_in_a_review_of_its_own(world):
 
 
 async def test_a_single_review_comment_off_the_diff_is_422_validation_failed(world):
-    response = await world.http.post(f"/repos/{REPO}/pulls/1/comments", headers=world.token, json={
-        "body": "Off.", "commit_id": world.head, "path": "src/long.py", "line": 1, "side": "RIGHT"})
+    response = await world.http.post(
+        f"/repos/{REPO}/pulls/1/comments",
+        headers=world.token,
+        json={"body": "Off.", "commit_id": world.head, "path": "src/long.py", "line": 1, "side": "RIGHT"},
+    )
     assert response.status_code == 422
-    assert response.json()["errors"] == [{"resource": "PullRequestReviewComment", "code": "custom",
-                                          "field": "pull_request_review_thread.line", "message": LINE_NOT_IN_DIFF}]
+    assert response.json()["errors"] == [
+        {
+            "resource": "PullRequestReviewComment",
+            "code": "custom",
+            "field": "pull_request_review_thread.line",
+            "message": LINE_NOT_IN_DIFF,
+        }
+    ]
     assert await world.get("/pulls/1/comments") == []
 
 
@@ -313,21 +353,26 @@ async def test_a_reply_to_a_reply_joins_the_roots_thread(world):
     reply = (await world.reply(root["id"], "First answer.")).json()
     again = await world.reply(reply["id"], "Second answer.")
     assert again.status_code == 201
-    by_field = await world.http.post(f"/repos/{REPO}/pulls/1/comments", headers=world.token,
-                                     json={"body": "Third answer.", "in_reply_to": again.json()["id"]})
+    by_field = await world.http.post(
+        f"/repos/{REPO}/pulls/1/comments",
+        headers=world.token,
+        json={"body": "Third answer.", "in_reply_to": again.json()["id"]},
+    )
     assert by_field.status_code == 201
     thread = await world.get("/pulls/1/comments")
     assert [c.get("in_reply_to_id") for c in thread] == [None, root["id"], root["id"], root["id"]]
     assert {(c["path"], c["line"], c["side"], c["diff_hunk"]) for c in thread} == {
-        (root["path"], root["line"], root["side"], root["diff_hunk"])}
+        (root["path"], root["line"], root["side"], root["diff_hunk"])
+    }
     assert len({c["pull_request_review_id"] for c in thread}) == 4  # each reply comes in a review of its own
 
 
 async def test_a_reply_needs_a_comment_of_that_pull_request(world):
     await world.review(inline())
     [root] = await world.get("/pulls/1/comments")
-    elsewhere = await world.http.post(f"/repos/{REPO}/pulls/2/comments/{root['id']}/replies", headers=world.token,
-                                      json={"body": "?"})
+    elsewhere = await world.http.post(
+        f"/repos/{REPO}/pulls/2/comments/{root['id']}/replies", headers=world.token, json={"body": "?"}
+    )
     assert elsewhere.status_code == 404
     assert (await world.reply(999, "?")).status_code == 404
 
@@ -345,12 +390,16 @@ async def test_review_comments_are_listed_oldest_first_a_page_at_a_time(world):
 
 async def test_a_review_sends_each_inline_comment_then_the_review(world):
     review = (await world.review(inline(), inline(line=11, body="And here."))).json()
-    assert await world.delivered() == [("pull_request_review_comment", "created"),
-                                       ("pull_request_review_comment", "created"),
-                                       ("pull_request_review", "submitted")]
+    assert await world.delivered() == [
+        ("pull_request_review_comment", "created"),
+        ("pull_request_review_comment", "created"),
+        ("pull_request_review", "submitted"),
+    ]
     comments = [p["comment"] for p in world.payloads("pull_request_review_comment")]
     assert [(c["body"], c["pull_request_review_id"], c["line"]) for c in comments] == [
-        ("Why?", review["id"], 10), ("And here.", review["id"], 11)]
+        ("Why?", review["id"], 10),
+        ("And here.", review["id"], 11),
+    ]
     [submitted] = world.payloads("pull_request_review")
     assert (submitted["review"]["id"], submitted["review"]["state"]) == (review["id"], "commented")
     assert submitted["pull_request"]["number"] == 1
@@ -375,34 +424,45 @@ async def test_a_reply_sends_its_comment_and_the_review_github_makes_for_it(worl
 
 async def test_requesting_reviewers_answers_201_with_the_pull_request_and_tells_the_app_of_each(world):
     await world.h.http.post(f"/_sandbox/repos/{REPO}/collaborators", json={"login": "carol", "role": "maintain"})
-    response = await world.http.post(f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token,
-                                     json={"reviewers": ["bob", "carol"]})
+    response = await world.http.post(
+        f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token, json={"reviewers": ["bob", "carol"]}
+    )
     assert response.status_code == 201
     assert [u["login"] for u in response.json()["requested_reviewers"]] == ["bob", "carol"]
     listed = await world.get("/pulls/1/requested_reviewers")
     assert ([u["login"] for u in listed["users"]], listed["teams"]) == (["bob", "carol"], [])
     assert await world.delivered() == [("pull_request", "review_requested")] * 2
     assert [p["requested_reviewer"]["login"] for p in world.payloads("pull_request")] == ["bob", "carol"]
-    again = await world.http.post(f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token,
-                                  json={"reviewers": ["bob"]})
+    again = await world.http.post(
+        f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token, json={"reviewers": ["bob"]}
+    )
     assert again.status_code == 201 and len(await world.delivered()) == 2  # already requested: no new event
 
 
-@pytest.mark.parametrize(("login", "message"), [
-    ("lanebot[bot]", "Review cannot be requested from pull request author."),
-    ("stranger", "Reviews may only be requested from collaborators. One or more of the users or teams you "
-                 f"specified is not a collaborator of the {REPO} repository."),
-], ids=["the-author", "not-a-collaborator"])
+@pytest.mark.parametrize(
+    ("login", "message"),
+    [
+        ("lanebot[bot]", "Review cannot be requested from pull request author."),
+        (
+            "stranger",
+            "Reviews may only be requested from collaborators. One or more of the users or teams you "
+            f"specified is not a collaborator of the {REPO} repository.",
+        ),
+    ],
+    ids=["the-author", "not-a-collaborator"],
+)
 async def test_a_review_cannot_be_requested_from_the_author_or_a_stranger(world, login: str, message: str) -> None:
-    response = await world.http.post(f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token,
-                                     json={"reviewers": ["bob", login]})
+    response = await world.http.post(
+        f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token, json={"reviewers": ["bob", login]}
+    )
     assert (response.status_code, response.json()["message"]) == (422, message)
     assert (await world.get("/pulls/1/requested_reviewers"))["users"] == []
 
 
 async def test_a_requested_reviewers_review_takes_them_off_the_list(world):
-    await world.http.post(f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token,
-                          json={"reviewers": ["bob", "rita"]})
+    await world.http.post(
+        f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token, json={"reviewers": ["bob", "rita"]}
+    )
     await world.human("/pulls/1/reviews", {"as": "bob", "event": "REQUEST_CHANGES", "body": "Not yet."})
     pull = await world.get("/pulls/1")
     assert [u["login"] for u in pull["requested_reviewers"]] == ["rita"]
@@ -422,7 +482,9 @@ async def test_a_thread_on_a_file_the_next_push_changes_becomes_outdated_and_the
     data = (await world.graphql(THREADS, owner="alice", name="demo", number=1, first=10)).json()["data"]
     threads = data["repository"]["pullRequest"]["reviewThreads"]["nodes"]
     assert [(t["path"], t["isOutdated"], t["line"], t["originalLine"]) for t in threads] == [
-        ("src/long.py", False, 10, 10), ("docs/notes.md", True, None, 1)]
+        ("src/long.py", False, 10, 10),
+        ("docs/notes.md", True, None, 1),
+    ]
 
 
 # GraphQL
@@ -460,7 +522,9 @@ async def test_graphql_shows_each_thread_with_its_comments_and_who_resolved_it(w
     assert (first["isResolved"], first["resolvedBy"], first["diffSide"]) == (True, {"login": "bob"}, "RIGHT")
     assert (second["isResolved"], second["resolvedBy"], second["diffSide"]) == (False, None, "LEFT")
     assert [(c["databaseId"], c["author"]["login"]) for c in first["comments"]["nodes"]] == [
-        (root["id"], "lanebot"), (reply["id"], "bob")]  # GraphQL names a bot without REST's "[bot]"
+        (root["id"], "lanebot"),
+        (reply["id"], "bob"),
+    ]  # GraphQL names a bot without REST's "[bot]"
     await world.human(f"/pulls/comments/{root['id']}/resolve", {"as": "alice", "resolved": False})
     again = (await world.graphql(THREADS, owner="alice", name="demo", number=1, first=10)).json()
     assert again["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"][0]["isResolved"] is False
@@ -485,12 +549,22 @@ async def test_graphql_pages_threads_and_comments_with_cursors(world):
     assert (thread["comments"]["totalCount"], len(thread["comments"]["nodes"])) == (3, 2)
 
 
-@pytest.mark.parametrize(("first", "kind", "message"), [
-    (None, "MISSING_PAGINATION_BOUNDARIES",
-     "You must provide a `first` or `last` value to properly paginate the `reviewThreads` connection."),
-    (101, "EXCESSIVE_PAGINATION",
-     "Requesting 101 records on the `reviewThreads` connection exceeds the `first` limit of 100 records."),
-], ids=["missing", "over-100"])
+@pytest.mark.parametrize(
+    ("first", "kind", "message"),
+    [
+        (
+            None,
+            "MISSING_PAGINATION_BOUNDARIES",
+            "You must provide a `first` or `last` value to properly paginate the `reviewThreads` connection.",
+        ),
+        (
+            101,
+            "EXCESSIVE_PAGINATION",
+            "Requesting 101 records on the `reviewThreads` connection exceeds the `first` limit of 100 records.",
+        ),
+    ],
+    ids=["missing", "over-100"],
+)
 async def test_graphql_refuses_a_connection_without_a_proper_first_as_github_does(world, first, kind, message):
     response = await world.graphql(THREADS, owner="alice", name="demo", number=1, first=first)
     assert response.status_code == 200
@@ -498,11 +572,14 @@ async def test_graphql_refuses_a_connection_without_a_proper_first_as_github_doe
     assert body["data"] == {"repository": {"pullRequest": None}}
     [error] = body["errors"]
     assert (error["type"], error["message"], error["path"]) == (
-        kind, message, ["repository", "pullRequest", "reviewThreads"])
+        kind,
+        message,
+        ["repository", "pullRequest", "reviewThreads"],
+    )
 
 
 async def test_graphql_answers_a_bad_query_with_200_and_errors(world):
-    unknown = await world.graphql("{ repository(owner: \"alice\", name: \"demo\") { stars } }")
+    unknown = await world.graphql('{ repository(owner: "alice", name: "demo") { stars } }')
     assert unknown.status_code == 200
     assert "data" not in unknown.json() and "stars" in unknown.json()["errors"][0]["message"]
     broken = await world.graphql("{ repository(")
@@ -527,15 +604,19 @@ async def test_graphql_takes_an_installation_token_that_may_read_pull_requests(w
     issues_only = await world.h.token(installation, permissions={"issues": "read"})
     refused = (await world.graphql(THREADS, token=issues_only, owner="alice", name="demo", number=1, first=1)).json()
     assert (refused["errors"][0]["type"], refused["errors"][0]["message"]) == (
-        "FORBIDDEN", "Resource not accessible by integration")
+        "FORBIDDEN",
+        "Resource not accessible by integration",
+    )
 
 
 async def test_graphql_finds_a_thread_by_its_node_id(world):
     await world.review(inline())
     data = (await world.graphql(THREADS, owner="alice", name="demo", number=1, first=1)).json()["data"]
     thread_id = data["repository"]["pullRequest"]["reviewThreads"]["nodes"][0]["id"]
-    query = ("query($id: ID!) { node(id: $id) { __typename "
-             "... on PullRequestReviewThread { path comments(first: 1) { totalCount } } } }")
+    query = (
+        "query($id: ID!) { node(id: $id) { __typename "
+        "... on PullRequestReviewThread { path comments(first: 1) { totalCount } } } }"
+    )
     node = (await world.graphql(query, id=thread_id)).json()["data"]["node"]
     assert node == {"__typename": "PullRequestReviewThread", "path": "src/long.py", "comments": {"totalCount": 1}}
 
@@ -544,8 +625,9 @@ async def test_graphql_finds_a_thread_by_its_node_id(world):
 
 
 async def test_a_persons_inline_comment_off_the_diff_is_refused_saying_where_comments_may_go(world):
-    response = await world.human("/pulls/1/reviews", {"as": "bob", "event": "COMMENT", "body": "x",
-                                                       "comments": [inline(line=1)]})
+    response = await world.human(
+        "/pulls/1/reviews", {"as": "bob", "event": "COMMENT", "body": "x", "comments": [inline(line=1)]}
+    )
     assert response.status_code == 422
     assert LINE_NOT_IN_DIFF in response.json()["message"]
     assert "a line the pull request's diff shows" in response.json()["message"]
@@ -561,21 +643,42 @@ async def test_only_the_author_or_someone_with_write_access_may_resolve_a_thread
 
 
 async def test_the_state_dump_lists_review_comments_threads_and_requested_reviewers(world):
-    await world.http.post(f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token,
-                          json={"reviewers": ["rita"]})
-    await world.human("/pulls/1/reviews", {"as": "bob", "event": "REQUEST_CHANGES", "body": "Please.",
-                                           "comments": [inline(body="This one.")]})
+    await world.http.post(
+        f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token, json={"reviewers": ["rita"]}
+    )
+    await world.human(
+        "/pulls/1/reviews",
+        {"as": "bob", "event": "REQUEST_CHANGES", "body": "Please.", "comments": [inline(body="This one.")]},
+    )
     [root] = await world.get("/pulls/1/comments")
     await world.human(f"/pulls/comments/{root['id']}/replies", {"as": "rita", "body": "Seen."})
     state = (await world.http.get(f"/_sandbox/repos/{REPO}")).json()
     reply = state["review_comments"][1]
     assert state["review_comments"][0] == {
-        "id": root["id"], "pull": 1, "review_id": root["pull_request_review_id"], "path": "src/long.py", "line": 10,
-        "side": "RIGHT", "body": "This one.", "user": "bob", "in_reply_to_id": None, "commit_id": world.head}
+        "id": root["id"],
+        "pull": 1,
+        "review_id": root["pull_request_review_id"],
+        "path": "src/long.py",
+        "line": 10,
+        "side": "RIGHT",
+        "body": "This one.",
+        "user": "bob",
+        "in_reply_to_id": None,
+        "commit_id": world.head,
+    }
     assert (reply["user"], reply["in_reply_to_id"]) == ("rita", root["id"])
-    assert state["review_threads"] == [{"root_id": root["id"], "pull": 1, "path": "src/long.py", "line": 10,
-                                        "outdated": False, "resolved": False, "resolved_by": None,
-                                        "comments": [root["id"], reply["id"]]}]
+    assert state["review_threads"] == [
+        {
+            "root_id": root["id"],
+            "pull": 1,
+            "path": "src/long.py",
+            "line": 10,
+            "outdated": False,
+            "resolved": False,
+            "resolved_by": None,
+            "comments": [root["id"], reply["id"]],
+        }
+    ]
     assert state["pulls"][0]["pull_request"]["requested_reviewers"] == []  # rita's reply was her review
     assert [r["state"] for r in state["reviews"]] == ["changes_requested", "commented"]
 
@@ -587,11 +690,20 @@ def test_the_human_client_reviews_replies_and_resolves_in_a_running_sandbox(tmp_
         client.create_repository(REPO, project)
         client.add_collaborator(REPO, "bob", "write")
         push_branch(server.sandbox, REPO, BRANCH, tmp_path / "work", {"src/long.py": CHANGED})
-        opened = httpx.post(f"{server.url}/repos/{REPO}/pulls", headers={"Authorization": f"token {mint(server)}"},
-                            json={"title": "Change", "head": BRANCH, "base": "main"})
+        opened = httpx.post(
+            f"{server.url}/repos/{REPO}/pulls",
+            headers={"Authorization": f"token {mint(server)}"},
+            json={"title": "Change", "head": BRANCH, "base": "main"},
+        )
         assert opened.status_code == 201, opened.text
-        client.review(REPO, 1, login="bob", event="REQUEST_CHANGES", body="Two things.",
-                      comments=[inline(body="First."), inline(side="LEFT", body="Second.")])
+        client.review(
+            REPO,
+            1,
+            login="bob",
+            event="REQUEST_CHANGES",
+            body="Two things.",
+            comments=[inline(body="First."), inline(side="LEFT", body="Second.")],
+        )
         with pytest.raises(SandboxUnavailable, match="must be part of the diff"):
             client.review(REPO, 1, login="bob", event="COMMENT", body="x", comments=[inline(line=1)])
         first, second = client.state(REPO)["review_comments"]

@@ -31,10 +31,7 @@ def random_plans(draw: st.DrawFn) -> RandomPlan:
     ids = [f"u{index}" for index in range(size)]
     # bit j of unit i's mask: unit i needs unit j (< i); one draw per unit keeps generation cheap
     masks = draw(st.tuples(*(st.integers(0, 2**index - 1) for index in range(size))))
-    edges = {
-        unit_id: tuple(ids[j] for j in range(index) if masks[index] >> j & 1)
-        for index, unit_id in enumerate(ids)
-    }
+    edges = {unit_id: tuple(ids[j] for j in range(index) if masks[index] >> j & 1) for index, unit_id in enumerate(ids)}
     minutes = draw(st.lists(st.integers(1, 60), min_size=size, max_size=size))
     declared = draw(st.permutations(ids))
     raw = [_raw_unit(unit_id, edges[unit_id]) for unit_id in declared]
@@ -112,10 +109,7 @@ def test_barrier_starts_a_round_only_after_the_previous_round_merged(plan, max_l
 @PROPERTY_SETTINGS
 @given(random_plans(), lane_caps)
 def test_barrier_merges_each_round_in_declared_order(plan, max_lanes):
-    merged_at = {
-        span.unit: span.merged
-        for span in simulate(plan.graph, plan.durations, "barrier", max_lanes).spans
-    }
+    merged_at = {span.unit: span.merged for span in simulate(plan.graph, plan.durations, "barrier", max_lanes).spans}
     for round_ids in plan.graph.rounds():
         times = [merged_at[unit_id] for unit_id in round_ids]
         assert times == sorted(times)
@@ -144,9 +138,7 @@ def test_with_unlimited_lanes_eager_takes_exactly_the_critical_path(plan):
 @PROPERTY_SETTINGS
 @given(random_plans())
 def test_sequential_takes_the_sum_of_all_durations(plan):
-    assert simulate(plan.graph, plan.durations, "sequential").makespan == sum(
-        plan.durations.values()
-    )
+    assert simulate(plan.graph, plan.durations, "sequential").makespan == sum(plan.durations.values())
 
 
 # --- decide from reachable states ------------------------------------------------------------
@@ -173,9 +165,7 @@ def _reachable_states(
             states[unit_id] = move
 
 
-def _possible_moves(
-    decision: Decision, states: dict[str, LaneState]
-) -> list[tuple[LaneState, tuple[str, ...]]]:
+def _possible_moves(decision: Decision, states: dict[str, LaneState]) -> list[tuple[LaneState, tuple[str, ...]]]:
     """(new state, lanes it may take); merges and starts take a prefix, the rest one lane."""
     failed = tuple(u for u, state in states.items() if state is LaneState.FAILED)
     candidates = [
@@ -190,9 +180,7 @@ def _possible_moves(
 
 @WALK_SETTINGS
 @given(random_plans(), st.sampled_from(list(Schedule)), st.integers(1, MAX_UNITS), st.data())
-def test_decide_never_starts_lanes_beyond_the_cap_from_reachable_states(
-    plan, schedule, max_lanes, data
-):
+def test_decide_never_starts_lanes_beyond_the_cap_from_reachable_states(plan, schedule, max_lanes, data):
     for states in _reachable_states(plan, schedule, max_lanes, data):
         running = sum(state is LaneState.RUNNING for state in states.values())
         assert running + len(decide(plan.graph, states, schedule, max_lanes).start) <= max_lanes
@@ -212,16 +200,12 @@ def test_decide_starts_only_pending_lanes_whose_needs_merged_and_merges_only_fin
             assert states[unit_id] is LaneState.PENDING
             assert all(states[need] is LaneState.MERGED for need in plan.edges[unit_id])
         assert all(states[unit_id] is LaneState.FINISHED for unit_id in decision.merge)
-        assert decision.blocked == tuple(
-            u for u in plan.graph.ids if states[u] is LaneState.FAILED
-        )
+        assert decision.blocked == tuple(u for u in plan.graph.ids if states[u] is LaneState.FAILED)
 
 
 @WALK_SETTINGS
 @given(random_plans(), st.sampled_from(list(Schedule)), st.integers(1, MAX_UNITS), st.data())
-def test_decide_does_not_depend_on_the_order_of_the_states_mapping(
-    plan, schedule, max_lanes, data
-):
+def test_decide_does_not_depend_on_the_order_of_the_states_mapping(plan, schedule, max_lanes, data):
     for states in _reachable_states(plan, schedule, max_lanes, data):
         reordered = {u: states[u] for u in data.draw(st.permutations(list(states)))}
         sparse = {u: state for u, state in reordered.items() if state is not LaneState.PENDING}

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.core.text import COMMENT_LIMIT, marker, parse_marker
 from bot.core.findings import (
     FINDINGS_FILE,
     LENSES,
@@ -25,6 +24,7 @@ from bot.core.findings import (
     review_payload,
     survivors,
 )
+from bot.core.text import COMMENT_LIMIT, marker, parse_marker
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 MARKER = marker("self-review", 4, head=COMMIT)
@@ -47,8 +47,15 @@ def findings_text(*items: dict, looked_at: object = None) -> str:
 
 
 def finding(finding_id: str, file: str = "src/app.py", line: int = 3, **changes: object) -> Finding:
-    data = {"id": finding_id, "lens": finding_id.rsplit("-", 1)[0], "file": file, "line": line,
-            "claim": "claim", "evidence": "evidence", "severity": "high"}
+    data = {
+        "id": finding_id,
+        "lens": finding_id.rsplit("-", 1)[0],
+        "file": file,
+        "line": line,
+        "claim": "claim",
+        "evidence": "evidence",
+        "severity": "high",
+    }
     data.update(changes)
     return Finding(**data)
 
@@ -215,25 +222,42 @@ def test_looked_at_that_is_no_list_is_read_as_the_whole_diff_with_a_problem():
     assert looked_at == () and problem.startswith("looked_at must be a list of paths")
 
 
-@pytest.mark.parametrize(("lens", "max_findings", "message"),
-                         [("style", 3, "unknown lens 'style'"), ("checks", 0, "max_findings must be at least 1")])
+@pytest.mark.parametrize(
+    ("lens", "max_findings", "message"),
+    [("style", 3, "unknown lens 'style'"), ("checks", 0, "max_findings must be at least 1")],
+)
 def test_parse_findings_refuses_a_wrong_call(lens, max_findings, message):
     with pytest.raises(ValueError, match=message):
         parse_findings("{}", lens, max_findings=max_findings)
 
 
 @modest
-@given(st.lists(st.fixed_dictionaries({
-    "file": st.sampled_from(["a.py", "", "/x", "src/b.py", "../c"]),
-    "line": st.one_of(st.integers(-2, 5), st.just("1")),
-    "claim": st.sampled_from(["c", ""]),
-    "evidence": st.just("e"),
-    "severity": st.sampled_from(["low", "medium", "high", "none"]),
-}), max_size=12), st.integers(1, 6))
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "file": st.sampled_from(["a.py", "", "/x", "src/b.py", "../c"]),
+                "line": st.one_of(st.integers(-2, 5), st.just("1")),
+                "claim": st.sampled_from(["c", ""]),
+                "evidence": st.just("e"),
+                "severity": st.sampled_from(["low", "medium", "high", "none"]),
+            }
+        ),
+        max_size=12,
+    ),
+    st.integers(1, 6),
+)
 def test_findings_are_the_valid_items_in_order_numbered_from_one_and_at_most_max(items, max_findings):
     found, _, problems = parse_findings(json.dumps({"findings": items}), "security", max_findings=max_findings)
-    valid = [i for i in items if i["file"] in ("a.py", "src/b.py") and isinstance(i["line"], int) and i["line"] >= 1
-             and i["claim"] and i["severity"] != "none"]
+    valid = [
+        i
+        for i in items
+        if i["file"] in ("a.py", "src/b.py")
+        and isinstance(i["line"], int)
+        and i["line"] >= 1
+        and i["claim"]
+        and i["severity"] != "none"
+    ]
     assert [(f.file, f.line) for f in found] == [(i["file"], i["line"]) for i in valid][:max_findings]
     assert [f.id for f in found] == [f"security-{n}" for n in range(1, len(found) + 1)]
     assert len(problems) == len(items) - len(valid) + (len(valid) > max_findings)
@@ -244,12 +268,28 @@ def test_findings_are_the_valid_items_in_order_numbered_from_one_and_at_most_max
 
 def test_a_lens_checks_only_the_other_lenses_findings():
     findings = [finding("correctness-1"), finding("security-1", file="b.py", line=7), finding("checks-1")]
-    assert json.loads(findings_to_check(findings, "correctness")) == {"findings": [
-        {"id": "security-1", "lens": "security", "file": "b.py", "line": 7, "severity": "high", "claim": "claim",
-         "evidence": "evidence"},
-        {"id": "checks-1", "lens": "checks", "file": "src/app.py", "line": 3, "severity": "high", "claim": "claim",
-         "evidence": "evidence"},
-    ]}
+    assert json.loads(findings_to_check(findings, "correctness")) == {
+        "findings": [
+            {
+                "id": "security-1",
+                "lens": "security",
+                "file": "b.py",
+                "line": 7,
+                "severity": "high",
+                "claim": "claim",
+                "evidence": "evidence",
+            },
+            {
+                "id": "checks-1",
+                "lens": "checks",
+                "file": "src/app.py",
+                "line": 3,
+                "severity": "high",
+                "claim": "claim",
+                "evidence": "evidence",
+            },
+        ]
+    }
 
 
 def test_findings_to_check_is_pretty_printed_and_stable():
@@ -270,22 +310,32 @@ def verdicts_text(*verdicts: dict) -> str:
 
 
 def test_verdicts_are_read_by_finding_id():
-    text = verdicts_text({"finding": "security-1", "refute": True, "reason": "the input is checked on line 4"},
-                         {"finding": "checks-2", "refute": False, "reason": "right"})
+    text = verdicts_text(
+        {"finding": "security-1", "refute": True, "reason": "the input is checked on line 4"},
+        {"finding": "checks-2", "refute": False, "reason": "right"},
+    )
     assert parse_verdicts(text, {"security-1", "checks-2"}) == (
-        {"security-1": Verdict("security-1", True, "the input is checked on line 4"),
-         "checks-2": Verdict("checks-2", False, "right")}, [])
+        {
+            "security-1": Verdict("security-1", True, "the input is checked on line 4"),
+            "checks-2": Verdict("checks-2", False, "right"),
+        },
+        [],
+    )
 
 
 def test_a_verdict_on_a_finding_this_lens_was_not_given_is_dropped():
     text = verdicts_text({"finding": "correctness-1", "refute": True, "reason": "mine"})
     assert parse_verdicts(text, {"security-1"}) == (
-        {}, ["verdicts[0] dropped: 'correctness-1' is not one of the findings to check"])
+        {},
+        ["verdicts[0] dropped: 'correctness-1' is not one of the findings to check"],
+    )
 
 
 def test_a_second_verdict_on_one_finding_is_dropped_the_first_counts():
-    text = verdicts_text({"finding": "security-1", "refute": False, "reason": "a"},
-                         {"finding": "security-1", "refute": True, "reason": "b"})
+    text = verdicts_text(
+        {"finding": "security-1", "refute": False, "reason": "a"},
+        {"finding": "security-1", "refute": True, "reason": "b"},
+    )
     verdicts, problems = parse_verdicts(text, {"security-1"})
     assert verdicts == {"security-1": Verdict("security-1", False, "a")}
     assert problems == ["verdicts[1] dropped: a second verdict on security-1; the first counts"]
@@ -330,15 +380,17 @@ def test_with_one_lens_every_finding_survives():
 
 def test_with_two_lenses_one_refutation_drops_a_finding():
     target = finding("correctness-1")
-    kept, dropped = survivors([target], {"security": {"correctness-1": refute("correctness-1")}}, {},
-                              judged=["correctness", "security"])
+    kept, dropped = survivors(
+        [target], {"security": {"correctness-1": refute("correctness-1")}}, {}, judged=["correctness", "security"]
+    )
     assert kept == [] and dropped == [(target, [refute("correctness-1")])]
 
 
 def test_with_two_lenses_an_upheld_finding_survives():
     target = finding("correctness-1")
-    kept, _ = survivors([target], {"security": {"correctness-1": uphold("correctness-1")}}, {},
-                        judged=["correctness", "security"])
+    kept, _ = survivors(
+        [target], {"security": {"correctness-1": uphold("correctness-1")}}, {}, judged=["correctness", "security"]
+    )
     assert kept == [target]
 
 
@@ -413,9 +465,12 @@ def elections(draw):
     target = finding(f"{own}-1", file=draw(st.sampled_from(["a/x.py", "b/y.py"])))
     judged = draw(st.lists(st.sampled_from(lenses), unique=True))
     looked_at = draw(st.dictionaries(st.sampled_from(lenses), st.lists(st.sampled_from(["a/", "b/y.py", "c"]))))
-    verdicts = draw(st.dictionaries(
-        st.sampled_from(lenses),
-        st.one_of(st.just({}), st.booleans().map(lambda r: {target.id: Verdict(target.id, r, "why")}))))
+    verdicts = draw(
+        st.dictionaries(
+            st.sampled_from(lenses),
+            st.one_of(st.just({}), st.booleans().map(lambda r: {target.id: Verdict(target.id, r, "why")})),
+        )
+    )
     return target, verdicts, looked_at, judged
 
 
@@ -453,23 +508,23 @@ def test_one_more_refutation_never_saves_a_finding(election, lens):
 # file, a new file, a change at a missing final newline, a deleted file, a rename with a change,
 # a name with a tab (quoted) and a name with a space (unquoted, a tab after it on ---/+++).
 REAL_DIFF = (
-    'diff --git a/bin.dat b/bin.dat\nindex bdc955b..8835708 100644\nBinary files a/bin.dat and b/bin.dat differ\n'
+    "diff --git a/bin.dat b/bin.dat\nindex bdc955b..8835708 100644\nBinary files a/bin.dat and b/bin.dat differ\n"
     'diff --git "a/caf\\303\\251.txt" "b/caf\\303\\251.txt"\nindex 7898192..6178079 100644\n'
     '--- "a/caf\\303\\251.txt"\n+++ "b/caf\\303\\251.txt"\n@@ -1 +1 @@\n-a\n+b\n'
-    'diff --git a/keep.txt b/keep.txt\nindex 4cb29ea..6addb9b 100644\n--- a/keep.txt\n+++ b/keep.txt\n'
-    '@@ -1,3 +1,4 @@\n one\n-two\n+TWO\n three\n+four\n'
-    'diff --git a/new.txt b/new.txt\nnew file mode 100644\nindex 0000000..3e75765\n--- /dev/null\n+++ b/new.txt\n'
-    '@@ -0,0 +1 @@\n+new\n'
-    'diff --git a/nonl.txt b/nonl.txt\nindex 1a9d148..7adf2e5 100644\n--- a/nonl.txt\n+++ b/nonl.txt\n'
-    '@@ -1 +1 @@\n-nonl\n\\ No newline at end of file\n+nonl2\n\\ No newline at end of file\n'
-    'diff --git a/old.txt b/old.txt\ndeleted file mode 100644\nindex 286c5f5..0000000\n--- a/old.txt\n'
-    '+++ /dev/null\n@@ -1 +0,0 @@\n-gone\n'
-    'diff --git a/ren.txt b/renamed.txt\nsimilarity index 80%\nrename from ren.txt\nrename to renamed.txt\n'
-    'index 0ec1772..27d4162 100644\n--- a/ren.txt\n+++ b/renamed.txt\n@@ -2,4 +2,4 @@ r1\n r2\n r3\n r4\n-r5\n+R5\n'
+    "diff --git a/keep.txt b/keep.txt\nindex 4cb29ea..6addb9b 100644\n--- a/keep.txt\n+++ b/keep.txt\n"
+    "@@ -1,3 +1,4 @@\n one\n-two\n+TWO\n three\n+four\n"
+    "diff --git a/new.txt b/new.txt\nnew file mode 100644\nindex 0000000..3e75765\n--- /dev/null\n+++ b/new.txt\n"
+    "@@ -0,0 +1 @@\n+new\n"
+    "diff --git a/nonl.txt b/nonl.txt\nindex 1a9d148..7adf2e5 100644\n--- a/nonl.txt\n+++ b/nonl.txt\n"
+    "@@ -1 +1 @@\n-nonl\n\\ No newline at end of file\n+nonl2\n\\ No newline at end of file\n"
+    "diff --git a/old.txt b/old.txt\ndeleted file mode 100644\nindex 286c5f5..0000000\n--- a/old.txt\n"
+    "+++ /dev/null\n@@ -1 +0,0 @@\n-gone\n"
+    "diff --git a/ren.txt b/renamed.txt\nsimilarity index 80%\nrename from ren.txt\nrename to renamed.txt\n"
+    "index 0ec1772..27d4162 100644\n--- a/ren.txt\n+++ b/renamed.txt\n@@ -2,4 +2,4 @@ r1\n r2\n r3\n r4\n-r5\n+R5\n"
     'diff --git "a/ta\\tb.txt" "b/ta\\tb.txt"\nnew file mode 100644\nindex 0000000..8cc35a3\n--- /dev/null\n'
     '+++ "b/ta\\tb.txt"\n@@ -0,0 +1 @@\n+tab\n'
-    'diff --git a/with space.txt b/with space.txt\nindex b77b4eb..7061c57 100644\n--- a/with space.txt\t\n'
-    '+++ b/with space.txt\t\n@@ -1,2 +1,2 @@\n x\n-y\n+Y\n'
+    "diff --git a/with space.txt b/with space.txt\nindex b77b4eb..7061c57 100644\n--- a/with space.txt\t\n"
+    "+++ b/with space.txt\t\n@@ -1,2 +1,2 @@\n x\n-y\n+Y\n"
 )
 
 
@@ -505,15 +560,16 @@ def test_removed_lines_are_not_commentable_and_do_not_advance_the_right_side():
 
 
 def test_lines_in_a_hunk_that_look_like_headers_are_content():
-    diff = ("diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n"
-            "--- a/other\n+++ b/other\n ctx\n+@@ -1 +1 @@\n")
+    diff = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n--- a/other\n+++ b/other\n ctx\n+@@ -1 +1 @@\n"
     # a removed line "-- a/other", an added line "++ b/other", a context line, an added "@@ -1 +1 @@"
     assert commentable_lines(diff) == {"f": frozenset({1, 2, 3})}
 
 
 def test_several_hunks_and_files_each_count_from_their_own_start():
-    diff = ("diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-x\n+y\n z\n@@ -50 +50,2 @@\n q\n+r\n"
-            "diff --git a/g b/g\n--- a/g\n+++ b/g\n@@ -7,0 +8 @@\n+new\n")
+    diff = (
+        "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-x\n+y\n z\n@@ -50 +50,2 @@\n q\n+r\n"
+        "diff --git a/g b/g\n--- a/g\n+++ b/g\n@@ -7,0 +8 @@\n+new\n"
+    )
     assert commentable_lines(diff) == {"f": frozenset({1, 2, 50, 51}), "g": frozenset({8})}
 
 
@@ -559,12 +615,13 @@ def git_quoted(path: str) -> str:
 
 content = st.sampled_from(["x", "", "-- a/f", "++ b/f", "@@ -1 +1 @@", "\\ note", "diff --git a/q b/q"])
 hunk_ops = st.lists(st.tuples(st.sampled_from(" +-"), content), min_size=1, max_size=8).filter(
-    lambda ops: any(op != "-" for op, _ in ops) or len(ops) > 0)
+    lambda ops: any(op != "-" for op, _ in ops) or len(ops) > 0
+)
 
 
 @st.composite
 def diffs(draw):
-    names = draw(st.lists(st.text(alphabet="ab é\t\"\\", min_size=1, max_size=6), max_size=4, unique=True))
+    names = draw(st.lists(st.text(alphabet='ab é\t"\\', min_size=1, max_size=6), max_size=4, unique=True))
     text, expected = [], {}
     for name in names:
         kind = draw(st.sampled_from(["changed", "changed", "deleted", "binary"]))
@@ -623,12 +680,13 @@ def test_the_review_is_a_comment_on_the_reviewed_commit_never_an_approval():
 
 
 def test_a_finding_on_a_line_the_diff_shows_is_an_inline_comment():
-    target = finding("security-1", claim="shell injection", evidence="subprocess.run(cmd, shell=True)",
-                     severity="high")
+    target = finding("security-1", claim="shell injection", evidence="subprocess.run(cmd, shell=True)", severity="high")
     [inline] = payload([target], {"src/app.py": frozenset({2, 3})})["comments"]
     assert (inline["path"], inline["line"], inline["side"]) == ("src/app.py", 3, "RIGHT")
-    assert inline["body"] == ("**high** · security (lanebot's own review)\n\nshell injection\n\n"
-                              "```text\nsubprocess.run(cmd, shell=True)\n```\n")
+    assert inline["body"] == (
+        "**high** · security (lanebot's own review)\n\nshell injection\n\n"
+        "```text\nsubprocess.run(cmd, shell=True)\n```\n"
+    )
 
 
 @pytest.mark.parametrize("commentable", [{}, {"src/app.py": frozenset({4})}, {"other.py": frozenset({3})}])
@@ -657,8 +715,10 @@ def test_only_several_lenses_mention_refuting_each_other():
 def test_the_body_counts_survivors_where_they_are_and_the_refuted():
     findings = [finding("security-1"), finding("checks-1", file="elsewhere.py")]
     body = payload(findings, {"src/app.py": frozenset({3})}, dropped=2)["body"]
-    assert ("2 findings survived: 1 inline below, 1 listed here (their line is not in the diff)."
-            " 2 findings were dropped: other lenses refuted them.") in body
+    assert (
+        "2 findings survived: 1 inline below, 1 listed here (their line is not in the diff)."
+        " 2 findings were dropped: other lenses refuted them."
+    ) in body
 
 
 def test_all_inline_survivors_are_counted_simply():
@@ -686,8 +746,10 @@ def test_the_body_says_lanebot_never_approves():
 
 def test_agent_text_cannot_mention_close_or_format_anywhere_in_the_review():
     hostile = "fixes #12 @alice <img src=x> [x](https://evil.example)"
-    findings = [finding("security-1", claim=hostile, evidence=hostile),
-                finding("checks-1", file="gone.py", claim=hostile, evidence=hostile)]
+    findings = [
+        finding("security-1", claim=hostile, evidence=hostile),
+        finding("checks-1", file="gone.py", claim=hostile, evidence=hostile),
+    ]
     review = payload(findings, {"src/app.py": frozenset({3})}, problems=[hostile])
     for text in [review["body"], *(c["body"] for c in review["comments"])]:
         assert not GITHUB_CLOSING.search(text) and not GITHUB_MENTION.search(text)
@@ -701,8 +763,9 @@ def test_evidence_cannot_close_its_code_block():
 
 
 def test_a_huge_review_stays_under_githubs_limit_counting_what_it_left_out():
-    findings = [finding(f"correctness-{n}", file="off.py", claim="<" * 2_000, evidence="e" * 4_000)
-                for n in range(1, 31)]
+    findings = [
+        finding(f"correctness-{n}", file="off.py", claim="<" * 2_000, evidence="e" * 4_000) for n in range(1, 31)
+    ]
     body = payload(findings, problems=["p"] * 5)["body"]
     assert len(body) <= COMMENT_LIMIT
     hidden = int(re.search(r"… and (\d+) more findings, not shown", body)[1])

@@ -16,8 +16,8 @@ import pytest
 from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult
 from bot.edges.agents.base import Usage
 from bot.edges.agents.process import group_has_live_members
-from bot.runner.sessions import RecordedAgent, abandon_running, host_name
 from bot.edges.store import runs
+from bot.runner.sessions import RecordedAgent, abandon_running, host_name
 from tests.test_store import new_run
 
 
@@ -31,8 +31,13 @@ class StandIn:
         if self.raises is not None:
             raise self.raises
         on_start(4242)
-        return AgentResult(exit_status=0 if self.ok else 3, final_message="done", usage=Usage(10, 20, 0.5),
-                           transcript=request.transcript, error=None if self.ok else "it exited with status 3")
+        return AgentResult(
+            exit_status=0 if self.ok else 3,
+            final_message="done",
+            usage=Usage(10, 20, 0.5),
+            transcript=request.transcript,
+            error=None if self.ok else "it exited with status 3",
+        )
 
 
 def request(tmp_path: Path) -> AgentRequest:
@@ -51,7 +56,12 @@ async def test_a_session_is_a_row_from_start_to_end_with_its_pid_usage_and_trans
 
     [session] = runs.sessions(engine, run.id)
     assert (session.kind, session.status, session.pid, session.host, session.exit_status) == (
-        "plan", "succeeded", 4242, "runner-1", 0)
+        "plan",
+        "succeeded",
+        4242,
+        "runner-1",
+        0,
+    )
     assert (session.input_tokens, session.output_tokens, session.cost_usd) == (10, 20, 0.5)
     assert session.transcript_path == str(tmp_path / "plan-attempt-1.jsonl") and session.ended_at is not None
     assert pids == [4242]
@@ -65,7 +75,9 @@ async def test_a_failed_session_keeps_why_and_one_that_could_not_start_says_so(e
         await recorded(engine, run.id, StandIn(raises=AgentConfigError("no `claude` on PATH"))).run(request(tmp_path))
 
     assert [(s.status, s.failure) for s in runs.sessions(engine, run.id)] == [
-        ("failed", "it exited with status 3"), ("failed", "no `claude` on PATH")]
+        ("failed", "it exited with status 3"),
+        ("failed", "no `claude` on PATH"),
+    ]
 
 
 @pytest.mark.anyio
@@ -80,7 +92,7 @@ async def test_a_session_cut_short_by_cancellation_is_cancelled(engine, tmp_path
 @pytest.mark.anyio
 async def test_abandoning_stops_the_left_running_agents_of_those_kinds_and_marks_them_lost(engine):
     run = new_run(engine)
-    agent = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    agent = subprocess.Popen(["sleep", "60"], start_new_session=True)  # noqa: ASYNC220 - a stand-in left-running agent
     try:
         planner = runs.start_session(engine, run_id=run.id, kind="plan", host=host_name(), pid=agent.pid)
         lane = runs.start_session(engine, run_id=run.id, kind="lane", host=host_name())

@@ -55,19 +55,21 @@ def test_the_three_app_settings_are_enough_and_the_rest_have_defaults(app_env, i
 
 
 def test_every_setting_is_read_from_the_environment(app_env, tmp_path):
-    settings = load({
-        **app_env,
-        "WEBHOOK_PATH": "/hooks",
-        "HOST": "0.0.0.0",
-        "PORT": "8080",
-        "LOG_LEVEL": "DEBUG",
-        "DATABASE_URL": "postgresql://127.0.0.1:5432/test",
-        "GITHUB_API_URL": "https://ghe.example.com/api/v3/",
-        "LANEBOT_WORKDIR": str(tmp_path / "work"),
-        "LANEBOT_MAX_LANES": "3",
-        "LANEBOT_MAX_RUNS_PER_REPO": "1",
-        "LANEBOT_RECOVER_DELIVERIES": "1",
-    })
+    settings = load(
+        {
+            **app_env,
+            "WEBHOOK_PATH": "/hooks",
+            "HOST": "0.0.0.0",
+            "PORT": "8080",
+            "LOG_LEVEL": "DEBUG",
+            "DATABASE_URL": "postgresql://127.0.0.1:5432/test",
+            "GITHUB_API_URL": "https://ghe.example.com/api/v3/",
+            "LANEBOT_WORKDIR": str(tmp_path / "work"),
+            "LANEBOT_MAX_LANES": "3",
+            "LANEBOT_MAX_RUNS_PER_REPO": "1",
+            "LANEBOT_RECOVER_DELIVERIES": "1",
+        }
+    )
     assert settings.webhook_path == "/hooks"
     assert (settings.host, settings.port, settings.log_level) == ("0.0.0.0", 8080, "debug")
     assert settings.database_url == "postgresql://127.0.0.1:5432/test"
@@ -90,19 +92,28 @@ def test_one_message_names_every_missing_app_setting_and_says_what_to_do():
 
 
 def test_invalid_values_are_reported_together_with_missing_ones(pem):
-    error = error_of({
-        "PRIVATE_KEY": pem,
-        "PORT": "eighty",
-        "LOG_LEVEL": "loud",
-        "LANEBOT_MAX_LANES": "0",
-        "LANEBOT_MAX_RUNS_PER_REPO": "-1",
-        "LANEBOT_RECOVER_DELIVERIES": "maybe",
-        "WEBHOOK_PATH": "hooks",
-        "GITHUB_API_URL": "api.github.com",
-    })
+    error = error_of(
+        {
+            "PRIVATE_KEY": pem,
+            "PORT": "eighty",
+            "LOG_LEVEL": "loud",
+            "LANEBOT_MAX_LANES": "0",
+            "LANEBOT_MAX_RUNS_PER_REPO": "-1",
+            "LANEBOT_RECOVER_DELIVERIES": "maybe",
+            "WEBHOOK_PATH": "hooks",
+            "GITHUB_API_URL": "api.github.com",
+        }
+    )
     assert set(error.names) == {
-        "APP_ID", "WEBHOOK_SECRET", "PORT", "LOG_LEVEL", "LANEBOT_MAX_LANES",
-        "LANEBOT_MAX_RUNS_PER_REPO", "LANEBOT_RECOVER_DELIVERIES", "WEBHOOK_PATH", "GITHUB_API_URL",
+        "APP_ID",
+        "WEBHOOK_SECRET",
+        "PORT",
+        "LOG_LEVEL",
+        "LANEBOT_MAX_LANES",
+        "LANEBOT_MAX_RUNS_PER_REPO",
+        "LANEBOT_RECOVER_DELIVERIES",
+        "WEBHOOK_PATH",
+        "GITHUB_API_URL",
     }
     assert "'eighty'" in str(error)
 
@@ -147,9 +158,11 @@ def test_an_unparsable_private_key_is_named_without_echoing_it(app_env):
 
 
 def test_a_key_that_is_not_rsa_is_refused(app_env):
-    ec_pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
+    ec_pem = (
+        ec.generate_private_key(ec.SECP256R1())
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
     error = error_of({**app_env, "PRIVATE_KEY": ec_pem})
     assert error.names == ("PRIVATE_KEY",) and "RSA" in str(error)
 

@@ -14,9 +14,9 @@ import pytest
 import respx
 from starlette.applications import Starlette
 
+from bot.edges.settings import Settings, parse_env_text
 from bot.web import registration as setup
 from bot.web.app import create_app, create_setup_app
-from bot.edges.settings import Settings, parse_env_text
 from tests.app_helpers import make_settings, private_key_pem, running
 
 pytestmark = pytest.mark.anyio
@@ -38,8 +38,13 @@ def conversion(**overrides) -> dict:
         "html_url": "https://github.com/apps/lanebot-test",
         "created_at": "2024-05-01T10:00:00Z",
         "updated_at": "2024-05-01T10:00:00Z",
-        "permissions": {"issues": "write", "pull_requests": "write", "contents": "write", "checks": "write",
-                        "metadata": "read"},
+        "permissions": {
+            "issues": "write",
+            "pull_requests": "write",
+            "contents": "write",
+            "checks": "write",
+            "metadata": "read",
+        },
         "events": ["issues", "issue_comment", "pull_request", "pull_request_review", "check_run"],
         "client_id": "Iv1.8a61f9b3a7aba766",
         "client_secret": "1726be1638095a19edd134c77bde3aa2ece1e5d8",
@@ -92,8 +97,13 @@ async def test_the_page_posts_app_yml_with_urls_of_the_address_it_is_served_at(s
     assert manifest["hook_attributes"]["active"] is True
     assert manifest["redirect_url"] == f"{BASE}/setup/callback"
     assert manifest["name"] == "lanebot"
-    assert manifest["default_permissions"] == {"issues": "write", "pull_requests": "write", "contents": "write",
-                                               "checks": "write", "metadata": "read"}
+    assert manifest["default_permissions"] == {
+        "issues": "write",
+        "pull_requests": "write",
+        "contents": "write",
+        "checks": "write",
+        "metadata": "read",
+    }
     assert "issue_comment" in manifest["default_events"]
     assert setup.STATE_COOKIE in page.cookies
 
@@ -116,7 +126,9 @@ async def test_a_ghes_api_url_sends_the_form_to_that_server(env_path):
 
 async def test_the_callback_writes_the_credentials_to_env_and_sends_to_the_installation_page(setup_app, env_path):
     with respx.mock() as github:
-        exchange = github.post(CONVERSION_URL.format(code="abc123")).mock(return_value=httpx.Response(201, json=conversion()))
+        exchange = github.post(CONVERSION_URL.format(code="abc123")).mock(
+            return_value=httpx.Response(201, json=conversion())
+        )
         async with running(setup_app) as client:
             state = await start_flow(client)
             response = await client.get(f"/setup/callback?code=abc123&state={state}")
@@ -135,7 +147,9 @@ async def test_the_callback_writes_the_credentials_to_env_and_sends_to_the_insta
 async def test_existing_values_are_not_overwritten_without_confirmation(setup_app, env_path):
     env_path.write_text('# mine\nDATABASE_URL=sqlite:///keep.db\nAPP_ID=111\nWEBHOOK_SECRET="old"\n')
     with respx.mock() as github:
-        exchange = github.post(CONVERSION_URL.format(code="abc123")).mock(return_value=httpx.Response(201, json=conversion()))
+        exchange = github.post(CONVERSION_URL.format(code="abc123")).mock(
+            return_value=httpx.Response(201, json=conversion())
+        )
         async with running(setup_app) as client:
             state = await start_flow(client)
             refused = await client.get(f"/setup/callback?code=abc123&state={state}")
@@ -159,7 +173,9 @@ async def test_a_callback_without_this_browsers_state_is_refused(env_path, case)
     now = [1_700_000_000.0]
     app = Starlette(routes=setup.routes(setup.SetupConfig(env_path=env_path, clock=lambda: now[0])))
     with respx.mock(assert_all_called=False) as github:
-        exchange = github.post(CONVERSION_URL.format(code="abc123")).mock(return_value=httpx.Response(201, json=conversion()))
+        exchange = github.post(CONVERSION_URL.format(code="abc123")).mock(
+            return_value=httpx.Response(201, json=conversion())
+        )
         async with running(app) as client:
             state = await start_flow(client)
             query = {"code": "abc123", "state": state}
@@ -180,7 +196,9 @@ async def test_a_callback_without_this_browsers_state_is_refused(env_path, case)
 
 async def test_a_code_github_does_not_know_gets_a_page_saying_to_start_again(setup_app, env_path):
     with respx.mock() as github:
-        github.post(CONVERSION_URL.format(code="stale")).mock(return_value=httpx.Response(404, json={"message": "Not Found"}))
+        github.post(CONVERSION_URL.format(code="stale")).mock(
+            return_value=httpx.Response(404, json={"message": "Not Found"})
+        )
         async with running(setup_app) as client:
             state = await start_flow(client)
             response = await client.get(f"/setup/callback?code=stale&state={state}")
@@ -192,7 +210,9 @@ async def test_a_code_github_does_not_know_gets_a_page_saying_to_start_again(set
 async def test_a_running_app_never_changes_its_own_credentials(engine, env_path):
     app = create_app(make_settings(), engine=engine, env_file=env_path)
     with respx.mock(assert_all_called=False) as github:
-        exchange = github.post(CONVERSION_URL.format(code="abc123")).mock(return_value=httpx.Response(201, json=conversion()))
+        exchange = github.post(CONVERSION_URL.format(code="abc123")).mock(
+            return_value=httpx.Response(201, json=conversion())
+        )
         async with running(app) as client:
             state = await start_flow(client)
             response = await client.get(f"/setup/callback?code=abc123&state={state}&force=1")

@@ -30,8 +30,7 @@ from bot.edges.store.db import (
 )
 from bot.edges.store.models import metadata
 
-TABLES = {"deliveries", "installations", "runs", "plans", "lanes", "agent_sessions", "run_events",
-          "review_requests"}
+TABLES = {"deliveries", "installations", "runs", "plans", "lanes", "agent_sessions", "run_events", "review_requests"}
 T0 = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
 Result = TypeVar("Result")
 
@@ -171,9 +170,19 @@ def test_a_new_delivery_is_stored_pending_with_its_exact_body(engine):
     assert record(engine, "d-1", body=body, received_at=T0) is True
     [stored] = deliveries.claim_pending(engine, 10)
     assert (stored.delivery_id, stored.event, stored.action, stored.installation_id, stored.repository) == (
-        "d-1", "issues", "opened", 42, "octo/repo")
+        "d-1",
+        "issues",
+        "opened",
+        42,
+        "octo/repo",
+    )
     assert (stored.body, stored.received_at, stored.status, stored.error, stored.processed_at) == (
-        body, T0, "pending", None, None)
+        body,
+        T0,
+        "pending",
+        None,
+        None,
+    )
 
 
 def test_a_delivery_without_action_installation_or_repository_is_stored(engine):
@@ -226,7 +235,10 @@ def test_processed_and_failed_deliveries_are_no_longer_claimed_or_waiting(engine
     by_id = {row.delivery_id: row for row in deliveries.list_recent(engine, 10)}
     assert (by_id["d-1"].status, by_id["d-1"].error, by_id["d-1"].processed_at) == ("processed", None, T0)
     assert (by_id["d-2"].status, by_id["d-2"].error, by_id["d-2"].processed_at) == (
-        "failed", "KeyError: 'issue'\nTraceback ...", T0)
+        "failed",
+        "KeyError: 'issue'\nTraceback ...",
+        T0,
+    )
 
 
 def test_marking_a_delivery_that_is_not_stored_raises(engine):
@@ -264,7 +276,9 @@ def test_a_new_run_is_planning_and_holds_its_issue(engine):
 
 def test_an_issue_cannot_get_a_second_active_run(engine):
     first = new_run(engine)
-    with pytest.raises(runs.ActiveRunExists, match=rf"octo/repo#7 already has an active run: run {first.id} \(planning\)"):
+    with pytest.raises(
+        runs.ActiveRunExists, match=rf"octo/repo#7 already has an active run: run {first.id} \(planning\)"
+    ):
         new_run(engine)
     assert new_run(engine, issue_number=8).id != first.id
     assert new_run(engine, repository="octo/other").id != first.id
@@ -331,7 +345,9 @@ def test_transition_moves_only_from_the_expected_state_and_sets_the_fields(engin
 def test_twenty_concurrent_approvals_start_exactly_one_run(engine):
     run = new_run(engine)
     runs.transition(engine, run.id, "planning", "awaiting_approval")
-    outcomes = all_at_once(20, lambda: runs.transition(engine, run.id, "awaiting_approval", "running", approved_revision=1))
+    outcomes = all_at_once(
+        20, lambda: runs.transition(engine, run.id, "awaiting_approval", "running", approved_revision=1)
+    )
     assert sorted(outcomes) == [False] * 19 + [True]
     assert runs.get_run(engine, run.id).state == "running"
     starts = [event.payload() for event in runs.run_events(engine, run.id) if event.payload().get("to") == "running"]
@@ -352,7 +368,11 @@ def test_update_run_sets_fields_without_touching_the_state(engine):
     runs.update_run(engine, run.id, pr_number=12, integration_branch="lanebot/7", base_sha="abc")
     stored = runs.get_run(engine, run.id)
     assert (stored.state, stored.pr_number, stored.integration_branch, stored.base_sha) == (
-        "planning", 12, "lanebot/7", "abc")
+        "planning",
+        12,
+        "lanebot/7",
+        "abc",
+    )
     with pytest.raises(LookupError, match="no run with id 999"):
         runs.update_run(engine, 999, pr_number=1)
 
@@ -374,7 +394,12 @@ def test_plan_revisions_count_up_from_one_and_the_latest_is_the_runs(engine):
     second = runs.add_plan(engine, run.id, units_jsonl='{"id": "b"}\n', source="hand", feedback="split it")
     assert (first.revision, second.revision) == (1, 2)
     latest = runs.latest_plan(engine, run.id)
-    assert (latest.revision, latest.units_jsonl, latest.source, latest.feedback) == (2, '{"id": "b"}\n', "hand", "split it")
+    assert (latest.revision, latest.units_jsonl, latest.source, latest.feedback) == (
+        2,
+        '{"id": "b"}\n',
+        "hand",
+        "split it",
+    )
     assert runs.get_plan(engine, run.id, 1).problems == "cycle: a -> a"
     assert runs.get_run(engine, run.id).plan_revision == 2
 
@@ -425,11 +450,17 @@ def test_lanes_are_created_pending_once_per_unit_with_their_round(engine):
     run = new_run(engine)
     created = runs.create_lanes(engine, run.id, [["schema", "docs"], ["api"]])
     assert [(lane.unit_id, lane.round, lane.state, lane.attempts_used) for lane in created] == [
-        ("schema", 1, "pending", 0), ("docs", 1, "pending", 0), ("api", 2, "pending", 0)]
+        ("schema", 1, "pending", 0),
+        ("docs", 1, "pending", 0),
+        ("api", 2, "pending", 0),
+    ]
     runs.set_lane_state(engine, created[0].id, "pending", "running")
     again = runs.create_lanes(engine, run.id, [["schema", "docs"], ["api"]])
     assert [(lane.id, lane.state) for lane in again] == [
-        (created[0].id, "running"), (created[1].id, "pending"), (created[2].id, "pending")]
+        (created[0].id, "running"),
+        (created[1].id, "pending"),
+        (created[2].id, "pending"),
+    ]
 
 
 def test_lanes_need_units_each_in_one_round(engine):
@@ -454,7 +485,10 @@ def test_lane_state_changes_only_from_the_expected_state_and_is_stamped(engine):
     assert (stored.started_at, stored.finished_at, stored.merged_at) == (T0, later, later + timedelta(minutes=1))
     lane_events = [event.payload() for event in runs.run_events(engine, run.id) if event.kind == "lane"]
     assert [(event["from"], event["to"]) for event in lane_events] == [
-        ("pending", "running"), ("running", "finished"), ("finished", "merged")]
+        ("pending", "running"),
+        ("running", "finished"),
+        ("finished", "merged"),
+    ]
 
 
 def test_twenty_workers_racing_for_one_lane_start_it_once(engine):
@@ -470,7 +504,11 @@ def test_update_lane_sets_fields_and_refuses_unknown_ones(engine):
     runs.update_lane(engine, lane.id, check_run_id=2**40, attempts_used=1, failure="check failed")
     stored = runs.get_lane(engine, run.id, "schema")
     assert (stored.check_run_id, stored.attempts_used, stored.failure, stored.state) == (
-        2**40, 1, "check failed", "pending")
+        2**40,
+        1,
+        "check failed",
+        "pending",
+    )
     with pytest.raises(ValueError, match="cannot set state on a lane"):
         runs.update_lane(engine, lane.id, state="merged")
 
@@ -499,12 +537,25 @@ def test_a_session_ends_once_with_its_outcome(engine):
     runs.update_session(engine, started.id, pid=4242, transcript_path="/var/lanebot/t/1.jsonl")
     assert [session.pid for session in runs.running_sessions(engine)] == [4242]
 
-    assert runs.finish_session(engine, started.id, status="succeeded", now=T0 + timedelta(seconds=90),
-                               exit_status=0, input_tokens=1200, output_tokens=300, cost_usd=0.042)
+    assert runs.finish_session(
+        engine,
+        started.id,
+        status="succeeded",
+        now=T0 + timedelta(seconds=90),
+        exit_status=0,
+        input_tokens=1200,
+        output_tokens=300,
+        cost_usd=0.042,
+    )
     assert runs.finish_session(engine, started.id, status="lost") is False
     [stored] = runs.sessions(engine, run.id)
     assert (stored.status, stored.exit_status, stored.input_tokens, stored.output_tokens, stored.cost_usd) == (
-        "succeeded", 0, 1200, 300, pytest.approx(0.042))
+        "succeeded",
+        0,
+        1200,
+        300,
+        pytest.approx(0.042),
+    )
     assert (stored.host, stored.started_at, stored.ended_at) == ("runner-1", T0, T0 + timedelta(seconds=90))
     assert runs.running_sessions(engine, run.id) == []
 

@@ -34,7 +34,12 @@ def test_a_new_request_is_queued_with_what_asked_for_it(engine):
     stored = reviews.get(engine, request.id)
     assert stored == request
     assert (stored.run_id, stored.pr_number, stored.kind, stored.dedupe_key, stored.requested_by) == (
-        run.id, 12, "fix", "review:2", "octocat")
+        run.id,
+        12,
+        "fix",
+        "review:2",
+        "octocat",
+    )
     assert (stored.review_id, stored.comment_id, stored.notes) == (2**40 + 1, None, "Rename `total`.")
     assert (stored.state, stored.created_at, stored.started_at, stored.finished_at) == ("queued", T0, None, None)
     assert (stored.head_sha, stored.result, stored.error, stored.outcome()) == (None, None, None, None)
@@ -48,7 +53,8 @@ def test_a_redelivered_request_returns_the_first_row_and_changes_nothing(engine)
     assert created is False
     assert again == first
     assert [(request.notes, request.requested_by) for request in reviews.requests(engine, run.id)] == [
-        ("first", "octocat")]
+        ("first", "octocat")
+    ]
 
 
 def test_twenty_concurrent_deliveries_of_one_review_queue_it_once(engine):
@@ -67,10 +73,13 @@ def test_enqueue_refuses_an_unknown_kind_naming_the_valid_ones(engine):
     assert reviews.requests(engine, run.id) == []
 
 
-@pytest.mark.parametrize(("key", "by", "message"), [
-    ("  ", "octocat", "needs a dedupe key"),
-    ("review:1", "", "needs the login of who asked"),
-])
+@pytest.mark.parametrize(
+    ("key", "by", "message"),
+    [
+        ("  ", "octocat", "needs a dedupe key"),
+        ("review:1", "", "needs the login of who asked"),
+    ],
+)
 def test_enqueue_needs_a_key_and_who_asked(engine, key, by, message):
     run = new_run(engine)
     with pytest.raises(ValueError, match=message):
@@ -189,8 +198,12 @@ def test_a_running_request_finishes_once_with_its_outcome(engine):
     reviews.claim_next(engine, run.id, now=T0)
     later = T0 + timedelta(minutes=3)
 
-    assert reviews.finish(engine, request.id, "done", now=later, head_sha="c0ffee",
-                          result={"addressed": [101], "not_addressed": []}) is True
+    assert (
+        reviews.finish(
+            engine, request.id, "done", now=later, head_sha="c0ffee", result={"addressed": [101], "not_addressed": []}
+        )
+        is True
+    )
     assert reviews.finish(engine, request.id, "failed", error="too late") is False
 
     stored = reviews.get(engine, request.id)
@@ -211,8 +224,9 @@ def test_finish_refuses_a_state_that_is_not_an_end(engine, state):
     run = new_run(engine)
     request, _ = enqueue(engine, run.id, "review:1")
     reviews.claim_next(engine, run.id)
-    with pytest.raises(ValueError, match=f"unknown finished review request state '{state}'; "
-                                         "expected one of: done, failed, cancelled"):
+    with pytest.raises(
+        ValueError, match=f"unknown finished review request state '{state}'; expected one of: done, failed, cancelled"
+    ):
         reviews.finish(engine, request.id, state)
     assert reviews.get(engine, request.id).state == "running"
 
@@ -225,9 +239,14 @@ def test_update_sets_what_became_known_and_refuses_the_rest(engine):
 
     stored = reviews.get(engine, request.id)
     assert (stored.head_sha, stored.outcome(), stored.error, stored.state) == (
-        "abc", {"findings": 2}, "one verifier timed out", "queued")
-    with pytest.raises(ValueError, match="cannot set kind, state on a review request; "
-                                         "settable: error, head_sha, result"):
+        "abc",
+        {"findings": 2},
+        "one verifier timed out",
+        "queued",
+    )
+    with pytest.raises(
+        ValueError, match="cannot set kind, state on a review request; settable: error, head_sha, result"
+    ):
         reviews.update(engine, request.id, state="done", kind="fix")
     with pytest.raises(ValueError, match="result must be a mapping, or JSON text of an object"):
         reviews.update(engine, request.id, result="all good")
@@ -287,4 +306,3 @@ def test_closing_the_pull_request_cancels_the_open_requests_and_keeps_the_finish
     assert queue_of(engine, other.id) == [("review:4", "queued")]
     assert reviews.finish(engine, running.id, "done") is False
     assert reviews.cancel_open(engine, run.id, "again") == 0
-

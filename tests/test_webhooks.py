@@ -12,16 +12,16 @@ import pytest
 import respx
 from sqlmodel import select
 
-from bot.web import intake as webhooks
 from bot.edges.store import db
 from bot.edges.store.models import Delivery, Installation
+from bot.web import intake as webhooks
 from tests.app_helpers import (
     SECRET,
     WEBHOOK_PATH,
     as_app_delivery,
     delivery_headers,
-    make_settings,
     event_of,
+    make_settings,
     payload_files,
     post_delivery,
     running_lanebot,
@@ -56,9 +56,11 @@ async def test_every_real_github_payload_is_stored_and_routed(engine):
     # answers with a token and "no such file", as it would for a repository without one.
     with respx.mock(base_url="https://api.github.com", assert_all_called=False) as github:
         github.post(url__regex=r"/app/installations/\d+/access_tokens").respond(
-            201, json={"token": "ghs_test", "expires_at": "2099-01-01T00:00:00Z", "permissions": {}})
+            201, json={"token": "ghs_test", "expires_at": "2099-01-01T00:00:00Z", "permissions": {}}
+        )
         github.get(url__regex=r"/contents/").respond(
-            404, json={"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+            404, json={"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
+        )
         await _send_every_payload(engine, files, sent)
     _assert_stored_and_routed(engine, sent)
 
@@ -100,7 +102,11 @@ async def test_installation_events_keep_the_installation_rows_current(engine):
         await settle(app)
         with db.session(engine) as session:
             created = session.get(Installation, 957387)
-        assert (created.account_login, created.account_type, created.repository_selection) == ("Codertocat", "User", "selected")
+        assert (created.account_login, created.account_type, created.repository_selection) == (
+            "Codertocat",
+            "User",
+            "selected",
+        )
         assert (created.suspended, created.deleted) == (False, False)
 
         await post_delivery(client, "installation", by_name["installation/suspend"])
@@ -275,8 +281,12 @@ def test_githubs_documented_signature_vector_passes_verification():
     body = b"Hello, World!"
     signature = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
     assert sign(body, "It's a Secret to Everybody") == signature
-    headers = {"x-hub-signature-256": signature, "x-github-event": "ping", "x-github-delivery": "vector",
-               "content-type": "application/json"}
+    headers = {
+        "x-hub-signature-256": signature,
+        "x-github-event": "ping",
+        "x-github-delivery": "vector",
+        "content-type": "application/json",
+    }
     with pytest.raises(webhooks.IntakeError) as refused:
         webhooks.verify(headers, body, "It's a Secret to Everybody")
     # The signature is accepted: what is refused is the body, which is not JSON.
@@ -288,8 +298,12 @@ def test_githubs_documented_signature_vector_passes_verification():
 
 async def test_githubs_documented_signature_vector_is_accepted_by_the_intake(sqlite_engine):
     body = b"Hello, World!"
-    headers = {"X-Hub-Signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
-               "X-GitHub-Event": "ping", "X-GitHub-Delivery": "vector", "Content-Type": "application/json"}
+    headers = {
+        "X-Hub-Signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+        "X-GitHub-Event": "ping",
+        "X-GitHub-Delivery": "vector",
+        "Content-Type": "application/json",
+    }
     settings = make_settings(webhook_secret="It's a Secret to Everybody")
     async with running_lanebot(sqlite_engine, settings=settings) as (_app, client):
         response = await client.post(WEBHOOK_PATH, content=body, headers=headers)

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 COMMAND_MODULES = ("plan", "db", "serve", "sandbox", "demo", "gc")
 
@@ -43,5 +43,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`lanebot ... | head`): not an error worth a traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-
-

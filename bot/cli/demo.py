@@ -10,11 +10,16 @@ from bot.edges.agents import AGENT_NAMES
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     demo = subparsers.add_parser(
-        "demo", help="run one issue from label to pull request against a local sandbox GitHub (no account, no model)")
+        "demo", help="run one issue from label to pull request against a local sandbox GitHub (no account, no model)"
+    )
     demo.add_argument("--keep", action="store_true", help="leave the sandbox and lanebot running and print their URLs")
-    demo.add_argument("--agent", default="recipe", choices=[name for name in AGENT_NAMES if name != "http"],
-                      help="the lane and integrate agent (default recipe: applies the files the briefs spell out; "
-                           "claude or codex if you have one installed and signed in)")
+    demo.add_argument(
+        "--agent",
+        default="recipe",
+        choices=[name for name in AGENT_NAMES if name != "http"],
+        help="the lane and integrate agent (default recipe: applies the files the briefs spell out; "
+        "claude or codex if you have one installed and signed in)",
+    )
     demo.add_argument("--dir", type=Path, metavar="DIR", help="work here instead of a new temporary folder")
     demo.set_defaults(func=run)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from sqlalchemy.exc import OperationalError
 
 from bot.cli import UsageError
-from bot.runner.cleanup import Removal, collect, human_bytes, parse_age
 from bot.edges.settings import Settings
 from bot.edges.store.db import DEFAULT_DATABASE_URL, current_revision, display_url, head_revision, make_engine
+from bot.runner.cleanup import Removal, collect, human_bytes, parse_age
 
 DEFAULT_AGE = "7d"
 
@@ -27,19 +27,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "gc",
         help="remove worktrees and mirror caches of finished runs, and say how much disk that freed",
-        description=("Remove the worktrees (and scripts and scratch) of finished runs last changed longer ago "
-                     "than --older-than, and the mirror cache of each repository whose runs are all such runs. "
-                     "Unfinished runs, and done runs whose pull request is still open, are never touched; "
-                     "transcripts are kept."),
+        description=(
+            "Remove the worktrees (and scripts and scratch) of finished runs last changed longer ago "
+            "than --older-than, and the mirror cache of each repository whose runs are all such runs. "
+            "Unfinished runs, and done runs whose pull request is still open, are never touched; "
+            "transcripts are kept."
+        ),
     )
-    parser.add_argument("--older-than", default=DEFAULT_AGE, metavar="AGE",
-                        help=f"only runs finished at least this long ago, e.g. 7d, 12h, 30m, or 0 for all "
-                             f"(default: {DEFAULT_AGE})")
+    parser.add_argument(
+        "--older-than",
+        default=DEFAULT_AGE,
+        metavar="AGE",
+        help=f"only runs finished at least this long ago, e.g. 7d, 12h, 30m, or 0 for all (default: {DEFAULT_AGE})",
+    )
     parser.add_argument("--dry-run", action="store_true", help="say what would be removed, and remove nothing")
-    parser.add_argument("--workdir", metavar="DIR",
-                        help=f"lanebot's work folder (default: $LANEBOT_WORKDIR, else {Settings.workdir})")
-    parser.add_argument("--database-url", metavar="URL",
-                        help=f"the database (default: $DATABASE_URL, else {DEFAULT_DATABASE_URL})")
+    parser.add_argument(
+        "--workdir", metavar="DIR", help=f"lanebot's work folder (default: $LANEBOT_WORKDIR, else {Settings.workdir})"
+    )
+    parser.add_argument(
+        "--database-url", metavar="URL", help=f"the database (default: $DATABASE_URL, else {DEFAULT_DATABASE_URL})"
+    )
     parser.set_defaults(func=run_gc)
 
 
@@ -54,8 +61,14 @@ def run_gc(args: argparse.Namespace) -> int:
     try:
         if current_revision(engine) != head_revision():
             raise UsageError(f"the database at {display_url(engine)} is not migrated; run `lanebot migrate` first")
-        removals = collect(engine, workdir, now=datetime.now(UTC), older_than=older_than, dry_run=args.dry_run,
-                           report=lambda removal: print(_line(verb, removal), flush=True))
+        removals = collect(
+            engine,
+            workdir,
+            now=datetime.now(UTC),
+            older_than=older_than,
+            dry_run=args.dry_run,
+            report=lambda removal: print(_line(verb, removal), flush=True),
+        )
     except OperationalError as error:
         reason = str(error.orig).strip().splitlines()[0] if error.orig else type(error).__name__
         print(f"lanebot: error: cannot use the database at {display_url(engine)}: {reason}", file=sys.stderr)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bot.core import graph as unit_graph
 from bot.cli import UsageError
+from bot.core import graph as unit_graph
 from bot.core.graph import Graph, InvalidPlan, PlanSyntaxError
 from bot.core.scheduler import simulate
 from bot.core.workflow import WorkflowError, parse_yaml
@@ -23,23 +23,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     show = commands.add_parser("show", help="print the units, rounds, critical path and session bound")
     _plan_arguments(show)
-    show.add_argument("--config", type=Path, metavar="FILE",
-                      help="a repository's .github/lanebot.yml, for the session bound")
+    show.add_argument(
+        "--config", type=Path, metavar="FILE", help="a repository's .github/lanebot.yml, for the session bound"
+    )
     show.set_defaults(func=run_show)
 
     sim = commands.add_parser("simulate", help="print the makespan of a plan under a schedule")
     _plan_arguments(sim)
     sim.add_argument("--schedule", choices=("barrier", "eager", "sequential"), default="barrier")
-    sim.add_argument("--durations", metavar="ID=MIN,...", default="",
-                     help="minutes per unit; units not named use their estimate")
+    sim.add_argument(
+        "--durations", metavar="ID=MIN,...", default="", help="minutes per unit; units not named use their estimate"
+    )
     sim.add_argument("--max-lanes", type=int, metavar="N", help="lanes at once (default: unlimited)")
     sim.set_defaults(func=run_simulate)
 
 
 def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, metavar="FILE", help="the plan: JSONL, or a JSON array of units")
-    parser.add_argument("--tracked-paths", type=Path, metavar="FILE",
-                        help="the repository's tracked paths, one per line (e.g. `git ls-files`), to check that files do not overlap")
+    parser.add_argument(
+        "--tracked-paths",
+        type=Path,
+        metavar="FILE",
+        help="the repository's tracked paths, one per line (e.g. `git ls-files`), to check that files do not overlap",
+    )
     parser.add_argument("--max-units", type=int, default=unit_graph.DEFAULT_MAX_UNITS, metavar="N")
 
 

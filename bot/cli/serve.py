@@ -41,16 +41,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _env_file_argument(setup)
     setup.set_defaults(func=run_setup)
 
-    recover = deliveries_subcommands(subparsers).add_parser("recover", help="ask GitHub to redeliver what failed and lanebot has not stored")
-    recover.add_argument("--since", type=parse_duration, default=timedelta(hours=24), metavar="DURATION",
-                         help="how far back to look, e.g. 90m, 24h, 3d (default 24h; GitHub keeps 3 days)")
+    recover = deliveries_subcommands(subparsers).add_parser(
+        "recover", help="ask GitHub to redeliver what failed and lanebot has not stored"
+    )
+    recover.add_argument(
+        "--since",
+        type=parse_duration,
+        default=timedelta(hours=24),
+        metavar="DURATION",
+        help="how far back to look, e.g. 90m, 24h, 3d (default 24h; GitHub keeps 3 days)",
+    )
     _env_file_argument(recover)
     recover.set_defaults(func=run_recover)
 
 
 def _env_file_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--env-file", type=Path, default=Path(".env"), metavar="FILE",
-                        help="the .env file with the App's settings (default .env)")
+    parser.add_argument(
+        "--env-file",
+        type=Path,
+        default=Path(".env"),
+        metavar="FILE",
+        help="the .env file with the App's settings (default .env)",
+    )
 
 
 def parse_duration(text: str) -> timedelta:
@@ -118,8 +130,8 @@ async def _recover(settings: Settings, since: timedelta) -> RecoveryReport:
     from anyio import to_thread
 
     from bot.edges.github.client import GitHubApp
-    from bot.web.recovery import recover
     from bot.edges.store import db
+    from bot.web.recovery import recover
 
     engine = db.make_engine(settings.database_url)
     try:
@@ -128,7 +140,9 @@ async def _recover(settings: Settings, since: timedelta) -> RecoveryReport:
             try:
                 return await recover(github, engine, since)
             except (gidgethub.GitHubException, httpx.HTTPError) as error:
-                raise UsageError(f"GitHub would not list the App's deliveries ({type(error).__name__}: {error}); "
-                                 "check APP_ID, PRIVATE_KEY and GITHUB_API_URL") from None
+                raise UsageError(
+                    f"GitHub would not list the App's deliveries ({type(error).__name__}: {error}); "
+                    "check APP_ID, PRIVATE_KEY and GITHUB_API_URL"
+                ) from None
     finally:
         engine.dispose()

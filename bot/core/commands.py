@@ -53,19 +53,17 @@ class CommandSpec:
 
 
 _SPECS = (
-    CommandSpec("plan", "notes", False,
-                "plan this issue: the planner splits it into units and posts them for approval"),
-    CommandSpec("approve", None, False,
-                "approve the latest plan: run its units as lanes and open one pull request"),
+    CommandSpec(
+        "plan", "notes", False, "plan this issue: the planner splits it into units and posts them for approval"
+    ),
+    CommandSpec("approve", None, False, "approve the latest plan: run its units as lanes and open one pull request"),
     CommandSpec("reject", "why", False, "refuse the plan; the run ends"),
-    CommandSpec("replan", "feedback", True,
-                "ask for another plan that takes your feedback into account"),
-    CommandSpec("retry", "unit", False,
-                "retry the unit named (or every failed one) with its failure in the prompt"),
-    CommandSpec("cancel", None, False,
-                "stop the run and its agents; branches and transcripts are kept"),
-    CommandSpec("fix", "notes", False,
-                "on lanebot's pull request: address the notes and the unresolved review comments"),
+    CommandSpec("replan", "feedback", True, "ask for another plan that takes your feedback into account"),
+    CommandSpec("retry", "unit", False, "retry the unit named (or every failed one) with its failure in the prompt"),
+    CommandSpec("cancel", None, False, "stop the run and its agents; branches and transcripts are kept"),
+    CommandSpec(
+        "fix", "notes", False, "on lanebot's pull request: address the notes and the unresolved review comments"
+    ),
     CommandSpec("status", None, False, "show the run's state and its lanes"),
     CommandSpec("help", None, False, "show the commands valid now"),
 )
@@ -107,10 +105,7 @@ class InvalidUsage:
     @property
     def message(self) -> str:
         spec = COMMANDS[self.name]
-        return (
-            f"`/{self.name}` (line {self.line}) needs its {spec.argument} on the same line: "
-            f"`{spec.usage}`"
-        )
+        return f"`/{self.name}` (line {self.line}) needs its {spec.argument} on the same line: `{spec.usage}`"
 
 
 @dataclass(frozen=True)

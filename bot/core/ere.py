@@ -52,8 +52,18 @@ from typing import Any
 
 import re2
 
-__all__ = ["MAX_FILES_CHARS", "MAX_MEM", "MAX_REPEAT", "Ere", "FilesLimitError", "compile_ere", "compiled_ere",
-           "match_paths", "path_bytes", "shown"]
+__all__ = [
+    "MAX_FILES_CHARS",
+    "MAX_MEM",
+    "MAX_REPEAT",
+    "Ere",
+    "FilesLimitError",
+    "compile_ere",
+    "compiled_ere",
+    "match_paths",
+    "path_bytes",
+    "shown",
+]
 
 MAX_FILES_CHARS = 500
 MAX_REPEAT = 1000  # RE2's own limit on an interval's counts, and on nested ones multiplied
@@ -374,9 +384,7 @@ class _EreTranslator:
         low = self._count(match.group(1))
         high = self._count(match.group(3)) if match.group(3) else None
         if high is not None and high < low:
-            raise ValueError(
-                f"the interval {match.group(0)} at character {self.pos + 1} has its bounds reversed"
-            )
+            raise ValueError(f"the interval {match.group(0)} at character {self.pos + 1} has its bounds reversed")
         self._repeat(match.group(0))
 
     def _count(self, digits: str) -> int:
@@ -402,8 +410,7 @@ class _EreTranslator:
         if len(content) > 2 and content[0] == content[-1] == ":" and content.strip(":"):
             # POSIX reads [:alpha:] as a set of letters; it is nearly always a mistake, as GNU grep says too.
             raise ValueError(
-                f"'[{content}]' at character {opened + 1} is a set of characters;"
-                f" write [[{content}]] for a class"
+                f"'[{content}]' at character {opened + 1} is a set of characters; write [[{content}]] for a class"
             )
         self.pos += 1
         self.out.append("[" + "^" * negated + "".join(items) + "]")

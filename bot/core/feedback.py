@@ -41,10 +41,10 @@ from bot.core.text import (
     markdown_cell,
     markdown_text,
     parse_marker,
+    sanitize_untrusted,
     shorten,
     shorten_tail,
 )
-from bot.core.text import sanitize_untrusted
 
 __all__ = [
     "FIX_FILE",
@@ -136,8 +136,14 @@ class ReviewComment:
         )
 
 
-def _required(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str = "a review comment",
-              *, prefix: str = "") -> Any:
+def _required(
+    data: Mapping[str, Any],
+    key: str,
+    kind: type | tuple[type, ...],
+    where: str = "a review comment",
+    *,
+    prefix: str = "",
+) -> Any:
     if key not in data:
         raise ValueError(f"{where}: missing key '{prefix}{key}'; GitHub's review comments always carry it")
     return _typed(data[key], key, kind, where, prefix)
@@ -213,7 +219,7 @@ def _root_id(comment: ReviewComment, by_id: Mapping[int, ReviewComment]) -> int:
     current = comment
     while current.in_reply_to is not None and current.in_reply_to in by_id:
         if current.in_reply_to in chain:
-            return min(chain[chain.index(current.in_reply_to):])
+            return min(chain[chain.index(current.in_reply_to) :])
         current = by_id[current.in_reply_to]
         chain.append(current.id)
     return current.id
@@ -356,9 +362,7 @@ def outside_allowed(changed: Iterable[str], pr_files: Iterable[str], named: Iter
     """
     allowed_files = set(pr_files)
     patterns = [_glob_regex(name) for name in named if name.strip("/ ")]
-    return sorted(
-        {path for path in changed if path not in allowed_files and not _matches_any(path, patterns)}
-    )
+    return sorted({path for path in changed if path not in allowed_files and not _matches_any(path, patterns)})
 
 
 def _matches_any(path: str, patterns: Sequence[re.Pattern[str]]) -> bool:
@@ -451,7 +455,8 @@ def parse_fix_report(text: str | None, thread_ids: Collection[int]) -> tuple[Fix
     not_addressed = _entries(document.not_addressed, "not_addressed", "why", set(wanted), problems)
     for thread_id in addressed.keys() & not_addressed.keys():
         problems.append(
-            f"thread {thread_id} is listed both as addressed and as not addressed; counted as not addressed")
+            f"thread {thread_id} is listed both as addressed and as not addressed; counted as not addressed"
+        )
         del addressed[thread_id]
     for thread_id in wanted:
         if thread_id not in addressed and thread_id not in not_addressed:
@@ -481,8 +486,9 @@ def _read_fix_file(text: str | None) -> tuple[_FixFile | None, str]:
         return None, f"{FIX_FILE} does not match the schema: {'; '.join(schema_errors(error, limit=3))}"
 
 
-def _entries(items: Sequence[_Addressed | _NotAddressed], key: str, field: str, wanted: set[int],
-             problems: list[str]) -> dict[int, str]:
+def _entries(
+    items: Sequence[_Addressed | _NotAddressed], key: str, field: str, wanted: set[int], problems: list[str]
+) -> dict[int, str]:
     found: dict[int, str] = {}
     for index, item in enumerate(items):
         if item.thread not in wanted:
@@ -579,8 +585,9 @@ def _checked_url(url: str) -> str:
     return url
 
 
-def reply_body(*, thread_id: int, addressed: bool, text: str, commit_sha: str | None, commit_url: str | None,
-               marker_text: str) -> str:
+def reply_body(
+    *, thread_id: int, addressed: bool, text: str, commit_sha: str | None, commit_url: str | None, marker_text: str
+) -> str:
     """lanebot's answer in one instruction thread.
 
     `Addressed in <commit>: <change>` or `Not addressed: <why>`, after `marker_text` (the hidden
@@ -590,8 +597,9 @@ def reply_body(*, thread_id: int, addressed: bool, text: str, commit_sha: str | 
     if isinstance(thread_id, bool) or not isinstance(thread_id, int) or thread_id < 1:
         raise ValueError(f"thread_id must be a review comment id (a positive integer), got {thread_id!r}")
     require_marker(marker_text)
-    said = _prose(shorten(text.strip(), CHANGE_CHARS)) or ("the session did not describe the change" if addressed
-                                                           else NOT_SAID)
+    said = _prose(shorten(text.strip(), CHANGE_CHARS)) or (
+        "the session did not describe the change" if addressed else NOT_SAID
+    )
     if addressed:
         link = _commit_link(commit_sha, commit_url)
         head = f"Addressed in {link}" if link else "Addressed"

@@ -168,11 +168,19 @@ def parse_findings(
     if len(items) > max_findings:
         problems.append(
             f"the session reported {len(items)} valid findings; only the first {max_findings} are kept"
-            " (review.max_findings)")
+            " (review.max_findings)"
+        )
         items = items[:max_findings]
     findings = [
-        Finding(id=f"{lens}-{number}", lens=lens, file=item.file, line=item.line, claim=item.claim,
-                evidence=item.evidence, severity=item.severity)
+        Finding(
+            id=f"{lens}-{number}",
+            lens=lens,
+            file=item.file,
+            line=item.line,
+            claim=item.claim,
+            evidence=item.evidence,
+            severity=item.severity,
+        )
         for number, item in enumerate(items, start=1)
     ]
     return findings, looked_at, problems
@@ -203,9 +211,17 @@ def findings_to_check(findings: Sequence[Finding], lens: str) -> str:
     """`.lanebot/findings-to-check.json` for `lens`: the OTHER lenses' findings, pretty-printed."""
     _check_lens(lens)
     others = [
-        {"id": f.id, "lens": f.lens, "file": f.file, "line": f.line, "severity": f.severity,
-         "claim": f.claim, "evidence": f.evidence}
-        for f in findings if f.lens != lens
+        {
+            "id": f.id,
+            "lens": f.lens,
+            "file": f.file,
+            "line": f.line,
+            "severity": f.severity,
+            "claim": f.claim,
+            "evidence": f.evidence,
+        }
+        for f in findings
+        if f.lens != lens
     ]
     return json.dumps({"findings": others}, indent=2, ensure_ascii=False) + "\n"
 
@@ -280,7 +296,8 @@ def survivors(
     for finding in findings:
         voters = [lens for lens in judges if lens != finding.lens and _covers(looked_at.get(lens, ()), finding.file)]
         refuting = [
-            verdict for lens in voters
+            verdict
+            for lens in voters
             if (verdict := verdicts.get(lens, {}).get(finding.id)) is not None and verdict.refute
         ]
         standing = 1 + len(voters) - len(refuting)  # 1: the finding's own lens
@@ -406,9 +423,7 @@ def review_payload(
     on_diff = [f.line in commentable.get(f.file, frozenset()) for f in findings]
     inline = [f for f, shown in zip(findings, on_diff) if shown]
     listed = [f for f, shown in zip(findings, on_diff) if not shown]
-    comments = [
-        {"path": f.file, "line": f.line, "side": "RIGHT", "body": _inline_body(f)} for f in inline
-    ]
+    comments = [{"path": f.file, "line": f.line, "side": "RIGHT", "body": _inline_body(f)} for f in inline]
     head = _review_head(marker_text, lenses, len(inline), len(listed), dropped)
     sections = [_listed_section(f) for f in listed]
     problem_items = [f"- {defuse(markdown_text(shorten(p, _PROBLEM_CHARS)))}" for p in problems]
@@ -442,7 +457,9 @@ def _review_head(marker_text: str, lenses: Sequence[str], inline: int, listed: i
     looked += "lenses" if several else "lens"
     looked += (
         "; each lens then tried to refute the others' findings, and a finding stays only when most of"
-        " the lenses that looked at its file do not refute it." if several else "."
+        " the lenses that looked at its file do not refute it."
+        if several
+        else "."
     )
     lines.append(looked)
     refuted = f" {_plural(dropped, 'finding')} {'was' if dropped == 1 else 'were'} dropped: other lenses refuted them."

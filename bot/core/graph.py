@@ -287,9 +287,7 @@ def _key_messages(item: dict) -> list[str]:
     allowed = REQUIRED_KEYS + OPTIONAL_KEYS
     missing = [f"missing key '{key}'" for key in REQUIRED_KEYS if key not in item]
     unknown = [
-        f"unknown key {_shown(str(key))}; the keys are {', '.join(allowed)}"
-        for key in item
-        if key not in allowed
+        f"unknown key {_shown(str(key))}; the keys are {', '.join(allowed)}" for key in item if key not in allowed
     ]
     return missing + unknown
 

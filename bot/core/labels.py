@@ -144,9 +144,7 @@ def label_changes(current_labels: Iterable[str], state: RunState | str | None) -
 def trigger_label(name: str = DEFAULT_TRIGGER) -> LabelSpec:
     """The label that asks lanebot to plan an issue (as `/plan` does)."""
     if is_state_label(name):
-        raise ValueError(
-            f"the trigger label cannot be the state label {name!r}; pick another name, such as 'lanebot'"
-        )
+        raise ValueError(f"the trigger label cannot be the state label {name!r}; pick another name, such as 'lanebot'")
     return LabelSpec(name, "5319e7", "Ask lanebot to plan this issue as parallel agent lanes")
 
 

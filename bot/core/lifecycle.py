@@ -64,7 +64,13 @@ QUERY_COMMANDS: tuple[str, ...] = ("status", "help")
 
 # Every slash command lanebot knows, in the order help text and "valid now" lists show them.
 _STATE_CHANGING_COMMANDS: tuple[str, ...] = (
-    "plan", "approve", "reject", "replan", "retry", "cancel", "fix",
+    "plan",
+    "approve",
+    "reject",
+    "replan",
+    "retry",
+    "cancel",
+    "fix",
 )
 ALL_COMMANDS: tuple[str, ...] = _STATE_CHANGING_COMMANDS + QUERY_COMMANDS
 
@@ -104,9 +110,7 @@ def describe_state(state: RunState | str | None) -> str:
 def available_actions(state: RunState | str | None) -> tuple[str, ...]:
     """The slash commands (names without `/`) valid in `state`; the one definition of it."""
     state = _as_state(state)
-    changing = tuple(
-        name for name in _STATE_CHANGING_COMMANDS if state in _TRANSITIONS[Event(name)]
-    )
+    changing = tuple(name for name in _STATE_CHANGING_COMMANDS if state in _TRANSITIONS[Event(name)])
     return changing + QUERY_COMMANDS
 
 
@@ -153,8 +157,7 @@ def _refusal(state: RunState | None, event: Event, valid_now: tuple[str, ...]) -
         return f"cannot {event.value} {describe_state(state)}; valid now: {commands}"
     expected = _or_list(_words(s) for s in _TRANSITIONS[event] if s is not None)
     return (
-        f"cannot apply {event.value} to {describe_state(state)}; "
-        f"{event.value} is valid only when the run is {expected}"
+        f"cannot apply {event.value} to {describe_state(state)}; {event.value} is valid only when the run is {expected}"
     )
 
 

@@ -16,17 +16,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
 from bot.core.graph import Graph, InvalidPlan, PlanSyntaxError, build_graph, parse_units
 from bot.core.text import NEWLINES, sanitize_untrusted, strip_invisible
 from bot.core.workflow import Workflow
-
 
 HAND_PLAN_INFO = "lanebot-plan"
 
 
 _MESSAGE_PLAN_INFOS = frozenset({"jsonl", "json", "ndjson", HAND_PLAN_INFO})
-
-
 
 
 @dataclass(frozen=True)
@@ -301,9 +299,7 @@ def plan_from_hand(text: str, *, workflow: Workflow, tracked_paths: Sequence[str
     """A hand-written plan (the content `extract_hand_plan` found), validated; no agent session."""
     graph, problems = validate_plan_text(text, max_units=workflow.plan.max_units, tracked_paths=tracked_paths)
     attempt = PlanAttempt(attempt=1, problems=problems, transcript=None, error=None)
-    return PlanOutcome(
-        graph=graph, units_jsonl=graph.to_jsonl() if graph else None, attempts=(attempt,), source="hand"
-    )
+    return PlanOutcome(graph=graph, units_jsonl=graph.to_jsonl() if graph else None, attempts=(attempt,), source="hand")
 
 
 def prompt_context(

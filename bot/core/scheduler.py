@@ -111,9 +111,7 @@ def decide(
     )
 
 
-def _barrier_choice(
-    graph: Graph, states: Mapping[str, LaneState]
-) -> tuple[list[str], list[str]]:
+def _barrier_choice(graph: Graph, states: Mapping[str, LaneState]) -> tuple[list[str], list[str]]:
     """(lanes to merge, lanes that may start) in the first round not fully merged."""
     for round_ids in graph.rounds():
         if all(states[unit] is LaneState.MERGED for unit in round_ids):
@@ -175,9 +173,7 @@ def _normalise_states(graph: Graph, states: Mapping[str, LaneState]) -> dict[str
             normalised[unit] = LaneState(value)
         except ValueError:
             expected = ", ".join(s.value for s in LaneState)
-            raise ValueError(
-                f"lane {unit!r} has unknown state {value!r}: expected one of {expected}"
-            ) from None
+            raise ValueError(f"lane {unit!r} has unknown state {value!r}: expected one of {expected}") from None
     return normalised
 
 
@@ -227,9 +223,7 @@ def simulate(
 class _SimulatedRun:
     """The mutable state of one simulation; used only inside `simulate`."""
 
-    def __init__(
-        self, graph: Graph, schedule: Schedule, max_lanes: int, minutes: Mapping[str, float]
-    ) -> None:
+    def __init__(self, graph: Graph, schedule: Schedule, max_lanes: int, minutes: Mapping[str, float]) -> None:
         self.graph = graph
         self.schedule = schedule
         self.max_lanes = max_lanes
@@ -289,9 +283,7 @@ class _SimulatedRun:
         return Simulation(makespan=max(self.merged.values(), default=0.0), spans=spans)
 
 
-def _simulation_settings(
-    graph: Graph, schedule: Schedule | str, max_lanes: int | None
-) -> tuple[Schedule, int]:
+def _simulation_settings(graph: Graph, schedule: Schedule | str, max_lanes: int | None) -> tuple[Schedule, int]:
     if schedule == SEQUENTIAL:
         if max_lanes not in (None, 1):
             raise ValueError(
@@ -302,9 +294,7 @@ def _simulation_settings(
     try:
         decided = Schedule(schedule)
     except ValueError:
-        raise ValueError(
-            f"unknown schedule {schedule!r}: expected barrier, eager or sequential"
-        ) from None
+        raise ValueError(f"unknown schedule {schedule!r}: expected barrier, eager or sequential") from None
     if max_lanes is None:
         return decided, max(1, len(graph))
     _check_max_lanes(max_lanes)
@@ -325,10 +315,7 @@ def _lane_minutes(graph: Graph, durations: Mapping[str, float] | None) -> dict[s
             minutes[unit] = _valid_minutes(unit, value)
     missing = [unit for unit in graph.ids if unit not in minutes]
     if missing:
-        raise ValueError(
-            f"no duration for {', '.join(missing)}: give a duration for each,"
-            " or an estimate in the plan"
-        )
+        raise ValueError(f"no duration for {', '.join(missing)}: give a duration for each, or an estimate in the plan")
     return minutes
 
 

@@ -103,8 +103,10 @@ def code_span(text: object) -> Escaped:
     content = " ".join(visible(str(text)).split("\n"))
     longest = max((len(run) for run in re.findall(r"`+", content)), default=0)
     fence = "`" * (longest + 1)
-    if content.startswith("`") or content.endswith("`") or (
-        content.startswith(" ") and content.endswith(" ") and content.strip()
+    if (
+        content.startswith("`")
+        or content.endswith("`")
+        or (content.startswith(" ") and content.endswith(" ") and content.strip())
     ):
         content = f" {content} "
     return Escaped(f"{fence}{content}{fence}")
@@ -147,9 +149,7 @@ _FIELD = re.compile(r"[a-z][a-z_]*")
 _VALUE = re.compile(r"[A-Za-z0-9._/+]+")
 
 
-MARKER = re.compile(
-    r"\A\s*<!-- lanebot:(?P<kind>[a-z][a-z-]*)(?P<fields>(?: [a-z][a-z_]*=[A-Za-z0-9._/+]+)*) -->"
-)
+MARKER = re.compile(r"\A\s*<!-- lanebot:(?P<kind>[a-z][a-z-]*)(?P<fields>(?: [a-z][a-z_]*=[A-Za-z0-9._/+]+)*) -->")
 
 
 def marker(kind: str, run_id: int | None, **fields: object) -> Escaped:

@@ -109,8 +109,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 continue
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    "while reading a mapping", node.start_mark,
-                    f"the key {key!r} appears twice", key_node.start_mark)
+                    "while reading a mapping", node.start_mark, f"the key {key!r} appears twice", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -122,7 +122,7 @@ def parse_yaml(text: str, source: str) -> dict:
     top level that is not a mapping.
     """
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as error:
         raise WorkflowError([_yaml_problem(error, source)]) from None
     except yaml.YAMLError as error:
@@ -130,9 +130,9 @@ def parse_yaml(text: str, source: str) -> dict:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise WorkflowError([
-            f"{source}: the top level must be a mapping of settings (like `build:`), "
-            f"not {_kind(data)}"])
+        raise WorkflowError(
+            [f"{source}: the top level must be a mapping of settings (like `build:`), not {_kind(data)}"]
+        )
     return data
 
 
@@ -192,8 +192,7 @@ def parse_duration(value: object) -> int:
     """Seconds in a duration: "90s", "30m", "2h", "1h30m", "120" or 120 (at most 24h)."""
     seconds = _duration_seconds(value)
     if seconds is None:
-        raise ValueError(
-            f"{_shown(value)} is not a duration: write e.g. 90s, 30m, 2h, 1h30m or a number of seconds")
+        raise ValueError(f"{_shown(value)} is not a duration: write e.g. 90s, 30m, 2h, 1h30m or a number of seconds")
     if seconds <= 0:
         raise ValueError(f"a duration must be longer than zero (got {_shown(value)})")
     if seconds > MAX_DURATION_SECONDS:
@@ -228,11 +227,12 @@ def _parse_approvers(value: object) -> object:
         if value in ("write", "maintain", "admin"):
             return value
         raise ValueError(
-            f"{_shown(value)} is not a role: write a minimum role (write, maintain or admin) "
-            "or a list of GitHub logins")
+            f"{_shown(value)} is not a role: write a minimum role (write, maintain or admin) or a list of GitHub logins"
+        )
     if not isinstance(value, list):
         raise ValueError(
-            f"must be a minimum role (write, maintain or admin) or a list of GitHub logins, not {_kind(value)}")
+            f"must be a minimum role (write, maintain or admin) or a list of GitHub logins, not {_kind(value)}"
+        )
     if not value:
         raise ValueError("an empty list would let nobody approve: name at least one login, or a role")
     bots = [login for login in value if isinstance(login, str) and login.lower().endswith("[bot]")]
@@ -251,7 +251,8 @@ def _check_template_name(value: str) -> str:
     if not _TEMPLATE_NAME.match(value) or ".." in value:
         raise ValueError(
             f"{_shown(value)} is not a template file name: name a file inside workflows/prompts "
-            "(like lane.md.j2), not a path")
+            "(like lane.md.j2), not a path"
+        )
     return value
 
 
@@ -261,8 +262,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 def _check_env_name(value: str) -> str:
     # The value is deliberately not echoed: someone may have pasted the key itself here.
     if not _ENV_NAME.match(value):
-        raise ValueError(
-            "must be the NAME of an environment variable (letters, digits and _), never the key itself")
+        raise ValueError("must be the NAME of an environment variable (letters, digits and _), never the key itself")
     return value
 
 
@@ -270,7 +270,8 @@ def _check_url(value: str) -> str:
     # The value is not echoed: a pasted URL may carry a key in its user part or its query.
     if not re.match(r"^https?://[^\s/@]+(/\S*)?$", value):
         raise ValueError(
-            "must be an http(s) URL without credentials in it (the key goes in the variable named by api_key_env)")
+            "must be an http(s) URL without credentials in it (the key goes in the variable named by api_key_env)"
+        )
     return value
 
 
@@ -282,7 +283,9 @@ def _check_command(value: str) -> str:
 
 def _refuse_http_outside_planning(value: object) -> object:
     if value == "http":
-        raise ValueError("the http adapter can only plan (it cannot edit files): choose claude, codex, command or recipe")
+        raise ValueError(
+            "the http adapter can only plan (it cannot edit files): choose claude, codex, command or recipe"
+        )
     return value
 
 
@@ -294,8 +297,9 @@ def _parse_lenses(value: object) -> object:
         raise ValueError(f"name at least one lens ({choices}), or set review.enabled: false")
     unknown = [_shown(lens) for lens in value if lens not in REVIEW_LENSES]
     if unknown:
-        raise ValueError(f"unknown lens{'es' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
-                         f"the lenses are {choices}")
+        raise ValueError(
+            f"unknown lens{'es' if len(unknown) > 1 else ''} {', '.join(unknown)}: the lenses are {choices}"
+        )
     repeated = sorted({lens for lens in value if value.count(lens) > 1}, key=list(REVIEW_LENSES).index)
     if repeated:
         raise ValueError(f"each lens reviews once; repeated: {', '.join(repeated)}")
@@ -326,7 +330,8 @@ TemplateName = Annotated[str, AfterValidator(_check_template_name)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 AgentName = Literal["claude", "codex", "command", "recipe", "http"]
 SessionAgentName = Annotated[
-    Literal["claude", "codex", "command", "recipe"], BeforeValidator(_refuse_http_outside_planning)]
+    Literal["claude", "codex", "command", "recipe"], BeforeValidator(_refuse_http_outside_planning)
+]
 
 
 class _Settings(BaseModel):
@@ -533,8 +538,9 @@ class Workflow:
     def render_pr_title(self, issue: Any, proposed: str = "") -> str:
         """The pull request title: pull_request.title rendered, folded to one line, at most 256 characters."""
         try:
-            text = _string_environment().from_string(self.pull_request.title).render(
-                issue=issue, proposed=proposed or "")
+            text = (
+                _string_environment().from_string(self.pull_request.title).render(issue=issue, proposed=proposed or "")
+            )
         except jinja2.TemplateError as error:
             raise WorkflowError([f"pull_request.title: {error}"]) from None
         title = " ".join(text.split()) or " ".join(str(_field(issue, "title")).split())
@@ -604,7 +610,8 @@ def _repository_may_not_set(mapping: Mapping, source: str) -> list[str]:
             if key in model.annotation.model_fields and key not in REPOSITORY_AGENT_KEYS:
                 problems.append(
                     f"{source}: agents.{adapter}.{key}: set by the lanebot host, not by a repository "
-                    "(a repository may choose each step's agent and agents.<name>.model)")
+                    "(a repository may choose each step's agent and agents.<name>.model)"
+                )
     return problems
 
 
@@ -647,15 +654,20 @@ def _cross_problems(
         source = _origin_of((step, "agent"), origins, fallback)
         if chosen == "command" and not agents.command.argv:
             problems.append(
-                f"{source}: {step}.agent: 'command' needs agents.command.argv, the program to run and its arguments")
+                f"{source}: {step}.agent: 'command' needs agents.command.argv, the program to run and its arguments"
+            )
         if chosen == "http" and step == "plan" and agents.http.model is None:
             problems.append(f"{source}: {step}.agent: 'http' needs agents.http.model, the model name to ask for")
     return problems
 
 
 def _template_problems(
-    sections: Mapping[str, _Settings], origins: Mapping[KeyPath, str], prompts_dir: Path,
-    available: frozenset[str], *, fallback: str
+    sections: Mapping[str, _Settings],
+    origins: Mapping[KeyPath, str],
+    prompts_dir: Path,
+    available: frozenset[str],
+    *,
+    fallback: str,
 ) -> list[str]:
     problems = []
     for section, key in PROMPT_STEPS.values():
@@ -739,7 +751,8 @@ def _kind(value: object) -> str:
     if value is None:
         return "empty (null)"
     return {list: "a list", str: "text", int: "a number", float: "a number", bool: "true/false"}.get(
-        type(value), type(value).__name__)
+        type(value), type(value).__name__
+    )
 
 
 # --------------------------------------------------------------------------- Jinja2

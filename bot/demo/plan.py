@@ -40,7 +40,7 @@ TUI = {
         '"""The terminal view: one row per task, with its status when it has one."""\n\n'
         "from tasks.store import all_tasks\n\n\n"
         "def rows():\n"
-        '    return [f"{task[\'id\']:>3}  {task.get(\'status\', \'-\'):<5} {task[\'title\']}" for task in all_tasks()]\n'
+        "    return [f\"{task['id']:>3}  {task.get('status', '-'):<5} {task['title']}\" for task in all_tasks()]\n"
     ),
     "tests/test_tui.py": (
         "import unittest\n\n"
@@ -109,18 +109,46 @@ def _unit(unit_id, title, needs, files, test_module, estimate, summary, contents
 
 
 UNITS = [
-    _unit("migration", "Add a status to every task", [],
-          r"^(migrations/0002_status\.py|tests/test_migrations\.py)$", "tests.test_migrations", 10,
-          "Add migration 0002 giving every task a status, `todo` unless it has one.", MIGRATION),
-    _unit("tui-rows", "Show the status in the terminal rows", [],
-          r"^(tasks/tui\.py|tests/test_tui\.py)$", "tests.test_tui", 30,
-          "Show each task's status in its row of the terminal view.", TUI),
-    _unit("api-endpoint", "Return the status from GET /tasks", ["migration"],
-          r"^(tasks/api\.py|tests/test_api\.py)$", "tests.test_api", 15,
-          "Return each task's status from the API; the migration guarantees there is one.", API),
-    _unit("cli-flag", "Add --status to tasks list", [],
-          r"^(tasks/cli\.py|tests/test_cli\.py)$", "tests.test_cli", 5,
-          "Add a --status filter to `tasks list`.", CLI),
+    _unit(
+        "migration",
+        "Add a status to every task",
+        [],
+        r"^(migrations/0002_status\.py|tests/test_migrations\.py)$",
+        "tests.test_migrations",
+        10,
+        "Add migration 0002 giving every task a status, `todo` unless it has one.",
+        MIGRATION,
+    ),
+    _unit(
+        "tui-rows",
+        "Show the status in the terminal rows",
+        [],
+        r"^(tasks/tui\.py|tests/test_tui\.py)$",
+        "tests.test_tui",
+        30,
+        "Show each task's status in its row of the terminal view.",
+        TUI,
+    ),
+    _unit(
+        "api-endpoint",
+        "Return the status from GET /tasks",
+        ["migration"],
+        r"^(tasks/api\.py|tests/test_api\.py)$",
+        "tests.test_api",
+        15,
+        "Return each task's status from the API; the migration guarantees there is one.",
+        API,
+    ),
+    _unit(
+        "cli-flag",
+        "Add --status to tasks list",
+        [],
+        r"^(tasks/cli\.py|tests/test_cli\.py)$",
+        "tests.test_cli",
+        5,
+        "Add a --status filter to `tasks list`.",
+        CLI,
+    ),
 ]
 
 

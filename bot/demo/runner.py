@@ -75,21 +75,43 @@ def _flow(stack: Stack, agent: str, say: Callable[[str], None]) -> DemoResult:
     say(f"Opened issue #{number} with a hand-written plan; labelling it `{TRIGGER_LABEL}` ...")
     stack.human.add_label(REPOSITORY, number, TRIGGER_LABEL, login=MAINTAINER)
 
-    gate = stack.wait_for("the gate comment", lambda: _comment_with(stack, number, "<!-- lanebot:gate"),
-                          timeout=GATE_TIMEOUT_S, seen=lambda: _seen(stack, number))
+    gate = stack.wait_for(
+        "the gate comment",
+        lambda: _comment_with(stack, number, "<!-- lanebot:gate"),
+        timeout=GATE_TIMEOUT_S,
+        seen=lambda: _seen(stack, number),
+    )
     say("The gate comment is up; commenting /approve as a maintainer ...")
     stack.human.comment(REPOSITORY, number, login=MAINTAINER, body="/approve")
 
-    pull = stack.wait_for("the pull request", lambda: _pull_for(stack, number),
-                          timeout=PR_TIMEOUT_S, seen=lambda: _seen(stack, number))
+    pull = stack.wait_for(
+        "the pull request", lambda: _pull_for(stack, number), timeout=PR_TIMEOUT_S, seen=lambda: _seen(stack, number)
+    )
     state = stack.repository(REPOSITORY)
     lanes, wall_clock = _lanes_and_wall_clock(stack, number)
     graph_log = subprocess.run(
-        ["git", "--git-dir", str(stack.bare_repository(REPOSITORY)), "log", "--graph", "--format=%h %s",
-         pull["pull_request"]["head"]],
-        capture_output=True, text=True, check=True).stdout
-    return DemoResult(gate_comment=gate["body"], pull=pull, check_runs=state["check_runs"], lanes=lanes,
-                      wall_clock_s=wall_clock, graph_log=graph_log, api_requests=len(stack.api_requests()))
+        [
+            "git",
+            "--git-dir",
+            str(stack.bare_repository(REPOSITORY)),
+            "log",
+            "--graph",
+            "--format=%h %s",
+            pull["pull_request"]["head"],
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return DemoResult(
+        gate_comment=gate["body"],
+        pull=pull,
+        check_runs=state["check_runs"],
+        lanes=lanes,
+        wall_clock_s=wall_clock,
+        graph_log=graph_log,
+        api_requests=len(stack.api_requests()),
+    )
 
 
 def _comment_with(stack: Stack, number: int, marker: str) -> dict[str, Any] | None:
@@ -135,21 +157,41 @@ def _seconds(start: datetime | None, end: datetime | None) -> float:
 def report(result: DemoResult) -> str:
     """What the demo prints: the gate, the timeline, the PR, the history, the checks, the cost."""
     lines = ["", "=" * 78, "The gate comment lanebot posted", "=" * 78, result.gate_comment.strip(), ""]
-    lines += ["=" * 78, "The lanes", "=" * 78,
-              f"{'unit':<14}{'round':>6}{'start':>10}{'end':>10}{'duration':>10}{'merged':>10}"]
+    lines += [
+        "=" * 78,
+        "The lanes",
+        "=" * 78,
+        f"{'unit':<14}{'round':>6}{'start':>10}{'end':>10}{'duration':>10}{'merged':>10}",
+    ]
     started = [lane.started_at for lane in result.lanes if lane.started_at]
     origin = min(started) if started else None
     total = 0.0
-    for lane in sorted(result.lanes, key=lambda lane: (lane.started_at or datetime.max.replace(tzinfo=origin.tzinfo))):
+    for lane in sorted(result.lanes, key=lambda lane: lane.started_at or datetime.max.replace(tzinfo=origin.tzinfo)):
         duration = _seconds(lane.started_at, lane.finished_at)
         total += duration
-        lines.append(f"{lane.unit_id:<14}{lane.round:>6}{_seconds(origin, lane.started_at):>9.1f}s"
-                     f"{_seconds(origin, lane.finished_at):>9.1f}s{duration:>9.1f}s{_seconds(origin, lane.merged_at):>9.1f}s")
-    lines.append(f"Wall-clock from /approve to the last merge: {result.wall_clock_s:.1f} s; "
-                 f"the lanes' own time added up: {total:.1f} s.")
-    lines += ["", "=" * 78, f"Pull request #{result.pull['number']}: {result.pull['title']}", "=" * 78,
-              result.pull["body"].strip(), ""]
-    lines += ["=" * 78, f"git log --graph {result.pull['pull_request']['head']}", "=" * 78, result.graph_log.rstrip(), ""]
+        lines.append(
+            f"{lane.unit_id:<14}{lane.round:>6}{_seconds(origin, lane.started_at):>9.1f}s"
+            f"{_seconds(origin, lane.finished_at):>9.1f}s{duration:>9.1f}s{_seconds(origin, lane.merged_at):>9.1f}s"
+        )
+    lines.append(
+        f"Wall-clock from /approve to the last merge: {result.wall_clock_s:.1f} s; "
+        f"the lanes' own time added up: {total:.1f} s."
+    )
+    lines += [
+        "",
+        "=" * 78,
+        f"Pull request #{result.pull['number']}: {result.pull['title']}",
+        "=" * 78,
+        result.pull["body"].strip(),
+        "",
+    ]
+    lines += [
+        "=" * 78,
+        f"git log --graph {result.pull['pull_request']['head']}",
+        "=" * 78,
+        result.graph_log.rstrip(),
+        "",
+    ]
     lines += ["=" * 78, "Check runs", "=" * 78]
     lines += [f"  {run['name']:<28} {run['status']:<12} {run['conclusion'] or '-'}" for run in result.check_runs]
     lines += ["", f"lanebot made {result.api_requests} REST API requests to the sandbox GitHub."]

@@ -94,11 +94,27 @@ class Stack:
         return self
 
     def _start_sandbox(self) -> None:
-        argv = [sys.executable, "-m", "bot.cli", "sandbox", "serve", "--port", "0",
-                "--state-dir", str(self.root / "sandbox"), "--request-log", str(self.request_log),
-                "--delivery-log", str(self.root / "deliveries"), "--app-id", str(APP_ID),
-                "--public-key", str(self.root / "app.public-key.pem"),
-                "--webhook-secret-file", str(self.root / "webhook-secret")]
+        argv = [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "sandbox",
+            "serve",
+            "--port",
+            "0",
+            "--state-dir",
+            str(self.root / "sandbox"),
+            "--request-log",
+            str(self.request_log),
+            "--delivery-log",
+            str(self.root / "deliveries"),
+            "--app-id",
+            str(APP_ID),
+            "--public-key",
+            str(self.root / "app.public-key.pem"),
+            "--webhook-secret-file",
+            str(self.root / "webhook-secret"),
+        ]
         log = open(self.root / "sandbox.log", "ab")
         self._sandbox = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         first_line = self._sandbox.stdout.readline().decode()
@@ -109,29 +125,47 @@ class Stack:
 
     def lanebot_environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith(("LANEBOT_", "GITHUB_"))}
-        env.update({
-            "APP_ID": str(APP_ID),
-            "PRIVATE_KEY_PATH": str(self.root / "app.private-key.pem"),
-            "WEBHOOK_SECRET": self._secret,
-            "GITHUB_API_URL": self.sandbox_url,
-            "DATABASE_URL": self.database_url,
-            "LANEBOT_WORKDIR": str(self.workdir),
-            "LOG_LEVEL": "info",
-        })
+        env.update(
+            {
+                "APP_ID": str(APP_ID),
+                "PRIVATE_KEY_PATH": str(self.root / "app.private-key.pem"),
+                "WEBHOOK_SECRET": self._secret,
+                "GITHUB_API_URL": self.sandbox_url,
+                "DATABASE_URL": self.database_url,
+                "LANEBOT_WORKDIR": str(self.workdir),
+                "LOG_LEVEL": "info",
+            }
+        )
         env.update(self.lanebot_env)
         return env
 
     def start_lanebot(self) -> None:
-        argv = [sys.executable, "-m", "bot.cli", "serve", "--port", str(self._lanebot_port),
-                "--env-file", str(self.root / "no.env")]
+        argv = [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "serve",
+            "--port",
+            str(self._lanebot_port),
+            "--env-file",
+            str(self.root / "no.env"),
+        ]
         log = open(self.root / "lanebot.log", "ab")
-        self._lanebot = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.lanebot_environment(),
-                                         cwd=self.root, start_new_session=True)
+        self._lanebot = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.lanebot_environment(),
+            cwd=self.root,
+            start_new_session=True,
+        )
         self.wait_for("lanebot answers /healthz", self._healthy, timeout=START_TIMEOUT_S, poll=0.2)
 
     def _healthy(self) -> bool:
         if self._lanebot.poll() is not None:
-            raise StepTimedOut(f"lanebot exited with status {self._lanebot.returncode}; see {self.root / 'lanebot.log'}")
+            raise StepTimedOut(
+                f"lanebot exited with status {self._lanebot.returncode}; see {self.root / 'lanebot.log'}"
+            )
         try:
             return httpx.get(f"{self.lanebot_url}/healthz", timeout=2).status_code == 200
         except httpx.HTTPError:
@@ -163,8 +197,14 @@ class Stack:
 
     # -- acting and looking -----------------------------------------------------------------
 
-    def create_repository(self, full_name: str, *, config: str | None, source: Path = SAMPLE_PROJECT,
-                          maintainers: tuple[str, ...] = ("maintainer",)) -> dict[str, Any]:
+    def create_repository(
+        self,
+        full_name: str,
+        *,
+        config: str | None,
+        source: Path = SAMPLE_PROJECT,
+        maintainers: tuple[str, ...] = ("maintainer",),
+    ) -> dict[str, Any]:
         """A repository from `source` (with `config` as its .github/lanebot.yml), the App installed."""
         folder = self.root / "sources" / full_name.replace("/", "__")
         shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__"))
@@ -183,8 +223,15 @@ class Stack:
         state = self.repository(full_name)
         return next(item for item in state["issues"] + state["pulls"] if item["number"] == number)
 
-    def wait_for(self, step: str, probe: Callable[[], T], *, timeout: float, poll: float = 0.5,
-                 seen: Callable[[], str] | None = None) -> T:
+    def wait_for(
+        self,
+        step: str,
+        probe: Callable[[], T],
+        *,
+        timeout: float,
+        poll: float = 0.5,
+        seen: Callable[[], str] | None = None,
+    ) -> T:
         """Poll `probe` until it returns something truthy; StepTimedOut naming `step` otherwise."""
         deadline = time.monotonic() + timeout
         while True:

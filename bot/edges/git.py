@@ -36,8 +36,19 @@ REMOTE = "origin"
 FETCH_REFSPECS = ("+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
 # Inherited from lanebot's environment: what git needs to find itself and to reach the network.
 INHERITED_ENV = (
-    "PATH", "TMPDIR", "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy",
-    "ALL_PROXY", "no_proxy", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO",
+    "PATH",
+    "TMPDIR",
+    "http_proxy",
+    "https_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "GIT_SSL_CAINFO",
 )
 # Set by git() alone; a caller's env may not override them.
 CONTROLLED_ENV = re.compile(
@@ -308,9 +319,7 @@ class Mirror:
         if not (_OWNER.fullmatch(owner) and _NAME.fullmatch(name) and name not in {".", ".."}):
             raise ValueError(f"repository {repository!r} is not 'owner/name' as GitHub spells it")
         if _URL_USERINFO.match(remote_url):
-            raise ValueError(
-                "the remote URL carries credentials; give it without them and pass a credentials_provider"
-            )
+            raise ValueError("the remote URL carries credentials; give it without them and pass a credentials_provider")
         _refuse_option(remote_url, "remote URL")
         self.repository = repository
         self.remote_url = remote_url
@@ -433,8 +442,13 @@ class Mirror:
     async def _fetch_locked(self, repo: Path) -> None:
         await self._drop_half_added_worktrees(repo)
         await git(
-            "fetch", "--quiet", "--prune", "--no-recurse-submodules", REMOTE,
-            cwd=repo, credentials=await self.credentials(),
+            "fetch",
+            "--quiet",
+            "--prune",
+            "--no-recurse-submodules",
+            REMOTE,
+            cwd=repo,
+            credentials=await self.credentials(),
         )
 
     async def _drop_half_added_worktrees(self, repo: Path) -> None:
@@ -451,8 +465,12 @@ class Mirror:
                 if found.returncode == 0:
                     continue
             gitdir = (entry / "gitdir").read_text(errors="replace").strip() if (entry / "gitdir").is_file() else ""
-            logger.warning("removing the worktree %s of %s: a killed `git worktree add` left its HEAD at %r",
-                           entry.name, self.repository, head[:64])
+            logger.warning(
+                "removing the worktree %s of %s: a killed `git worktree add` left its HEAD at %r",
+                entry.name,
+                self.repository,
+                head[:64],
+            )
             await asyncio.to_thread(shutil.rmtree, entry)
             if gitdir.endswith("/.git"):
                 await asyncio.to_thread(shutil.rmtree, Path(gitdir).parent, ignore_errors=True)
@@ -530,8 +548,16 @@ class Worktree:
         conflicted paths. Already merged: ok, with the current head and no new commit."""
         sha = await self.mirror.resolve(branch_or_sha)
         merge = await self._git(
-            "merge", "--no-ff", "--no-edit", "--no-verify", "--no-rerere-autoupdate", "-m", message, sha,
-            env=identity.env(), check=False,
+            "merge",
+            "--no-ff",
+            "--no-edit",
+            "--no-verify",
+            "--no-rerere-autoupdate",
+            "-m",
+            message,
+            sha,
+            env=identity.env(),
+            check=False,
         )
         if merge.returncode == 0:
             return MergeResult(ok=True, sha=await self.head())
@@ -605,6 +631,4 @@ def _has_conflict_marker(file: Path) -> bool:
     if file.is_symlink() or not file.is_file():
         return False
     content = file.read_bytes()
-    return any(
-        content.startswith(marker) or b"\n" + marker in content for marker in (_OPENING_MARKER, _CLOSING_MARKER)
-    )
+    return any(content.startswith(marker) or b"\n" + marker in content for marker in (_OPENING_MARKER, _CLOSING_MARKER))

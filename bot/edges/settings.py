@@ -13,9 +13,9 @@ import base64
 import binascii
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -229,7 +229,9 @@ class _Reader:
             return self._checked_key("PRIVATE_KEY", self.values["PRIVATE_KEY"])
         path = self.values.get("PRIVATE_KEY_PATH", "").strip()
         if not path:
-            self.problem("PRIVATE_KEY", "PRIVATE_KEY (or PRIVATE_KEY_PATH) is missing (the App's private key, a .pem file)")
+            self.problem(
+                "PRIVATE_KEY", "PRIVATE_KEY (or PRIVATE_KEY_PATH) is missing (the App's private key, a .pem file)"
+            )
             return ""
         try:
             text = Path(path).read_text(encoding="utf-8")
@@ -292,4 +294,3 @@ class _Reader:
             # The value is not echoed: a database URL may carry a password.
             self.problem(name, f"{name} must be {what}")
         return value
-

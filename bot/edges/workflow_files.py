@@ -36,15 +36,23 @@ def load_workflow(
     path = path or default_workflow_path()
     prompts_dir = path.parent / "prompts"
     available = [entry.name for entry in prompts_dir.iterdir() if entry.is_file()] if prompts_dir.is_dir() else []
-    return build_workflow((str(path), _read_workflow_file(path)), overrides, prompts_dir=prompts_dir,
-                          available_prompts=available, host_overrides=host_overrides)
+    return build_workflow(
+        (str(path), _read_workflow_file(path)),
+        overrides,
+        prompts_dir=prompts_dir,
+        available_prompts=available,
+        host_overrides=host_overrides,
+    )
 
 
 def _read_workflow_file(path: Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise WorkflowError([
-            f"{path}: cannot read the workflow file ({error.strerror or error}); "
-            f"check {WORKFLOWS_DIR_ENV} or the installation"]) from None
+        raise WorkflowError(
+            [
+                f"{path}: cannot read the workflow file ({error.strerror or error}); "
+                f"check {WORKFLOWS_DIR_ENV} or the installation"
+            ]
+        ) from None
     return parse_yaml(text, str(path))

@@ -46,9 +46,7 @@ def render_refusal(
     return f"{head}@{login}: {quoted}: {why.rstrip('.')}. {valid}\n"
 
 
-def render_plan_failed(
-    problems: Iterable[Problem | str], attempts: int, *, marker_text: str | None = None
-) -> str:
+def render_plan_failed(problems: Iterable[Problem | str], attempts: int, *, marker_text: str | None = None) -> str:
     """The comment for a run whose planner gave no valid plan: every problem of the last plan."""
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, got {attempts}")

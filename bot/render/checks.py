@@ -10,6 +10,7 @@ lets a completed check run go back to in progress, so a retry reports on a new c
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 from bot.core.checks import RERUN_VERIFY, RETRY_LANE, TITLE_LIMIT, CheckReport, fit_summary
 from bot.core.text import code_block, code_span, markdown_text, shorten
 
@@ -46,25 +47,37 @@ def lane_report(
     parts.append(f"**Transcript:** {code_span(transcript)} on the runner host.")
     actions = (RETRY_LANE,) if offer_retry and not passed else ()
     if actions:
-        parts.append("No retries are left, so the run is blocked: **Retry lane** (or `/retry "
-                     f"{unit_id}` on the issue) runs it again, shown this failure.")
+        parts.append(
+            "No retries are left, so the run is blocked: **Retry lane** (or `/retry "
+            f"{unit_id}` on the issue) runs it again, shown this failure."
+        )
     return CheckReport(conclusion, title, "\n\n".join(parts), actions)
 
 
 def verify_report(
-    *, passed: bool, command: str, output: str, reason: str | None, transcript: str | None, offer_rerun: bool = False,
+    *,
+    passed: bool,
+    command: str,
+    output: str,
+    reason: str | None,
+    transcript: str | None,
+    offer_rerun: bool = False,
 ) -> CheckReport:
     """The summary of one run of the repository's verify command. Pure. A failure after which no
     repair is left (`offer_rerun`) offers the `Re-run verify` button."""
     title = "verify passed" if passed else f"verify failed: {reason or 'see the summary'}"
     parts = [f"**Command:** {code_span(command)}"]
-    parts.append("**The end of its output:**\n\n" + code_block(_tail(output)) if output.strip() else "It printed nothing.")
+    parts.append(
+        "**The end of its output:**\n\n" + code_block(_tail(output)) if output.strip() else "It printed nothing."
+    )
     if transcript:
         parts.append(f"**Last session's transcript:** {code_span(transcript)} on the runner host.")
     actions = (RERUN_VERIFY,) if offer_rerun and not passed else ()
     if actions:
-        parts.append("No repair is left, so the run is blocked: **Re-run verify** (or `/retry` on the issue) "
-                     "runs the integrate step and verify again.")
+        parts.append(
+            "No repair is left, so the run is blocked: **Re-run verify** (or `/retry` on the issue) "
+            "runs the integrate step and verify again."
+        )
     return CheckReport("success" if passed else "failure", title, "\n\n".join(parts), actions)
 
 
@@ -72,8 +85,10 @@ def rerun_note(*, requested_by: str, what: str, check_name: str, summary: str | 
     """(title, summary) of a completed check run someone asked to run again. Pure: the old summary
     stays below a line saying who asked and where the result will be."""
     title = shorten(f"{what} requested by @{requested_by}", TITLE_LIMIT)
-    head = (f"**@{markdown_text(requested_by)} asked for {what}.** GitHub does not reopen a completed check "
-            f"run, so the result is reported on a new {code_span(check_name)} check run.")
+    head = (
+        f"**@{markdown_text(requested_by)} asked for {what}.** GitHub does not reopen a completed check "
+        f"run, so the result is reported on a new {code_span(check_name)} check run."
+    )
     return title, fit_summary(f"{head}\n\n---\n\n{summary}" if summary else head)
 
 

@@ -20,12 +20,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-
 from bot.core.commands import COMMANDS
 from bot.core.graph import Graph, SessionBudget
 from bot.core.lifecycle import RunState, available_actions
 from bot.core.scheduler import Schedule, simulate
-from bot.core.text import COMMENT_LIMIT, Escaped, MARKER, cell_code, code_block, code_span, format_minutes, largest_fitting_render, markdown_cell, markdown_text, marker, mermaid_label, one_line, parse_marker, plural, shorten
+from bot.core.text import (
+    COMMENT_LIMIT,
+    MARKER,
+    Escaped,
+    cell_code,
+    code_block,
+    code_span,
+    format_minutes,
+    largest_fitting_render,
+    markdown_cell,
+    markdown_text,
+    marker,
+    mermaid_label,
+    one_line,
+    parse_marker,
+    plural,
+    shorten,
+)
 from bot.render.templates import render_template
 
 __all__ = ["MERMAID_MAX_EDGES", "MERMAID_MAX_TEXT", "mermaid_flowchart", "render_gate", "render_superseded"]
@@ -38,7 +54,6 @@ _TITLE_IN_TABLE = 300
 _FILES_IN_TABLE = 300
 _CHECK_IN_TABLE = 500
 _BRIEF_CHARS = 8_000
-
 
 
 # --------------------------------------------------------------------------- escaping
@@ -114,14 +129,10 @@ def _diagram(graph: Graph, detail: Literal["titles", "ids", "none"]) -> _Diagram
 PlanSource = Literal["agent", "hand"]
 
 _QUESTIONS = (
-    ("Should it be split at all?",
-     "One unit is a correct plan; every split costs sessions and an integration step."),
-    ("Do the files overlap?",
-     "Two units whose `files` could touch the same path will conflict when they merge."),
-    ("Is every edge needed?",
-     "An edge makes a unit wait for another's code; one that is not needed costs wall-clock."),
-    ("Does each brief stand alone?",
-     "A lane sees only its own brief, never the other units' briefs."),
+    ("Should it be split at all?", "One unit is a correct plan; every split costs sessions and an integration step."),
+    ("Do the files overlap?", "Two units whose `files` could touch the same path will conflict when they merge."),
+    ("Is every edge needed?", "An edge makes a unit wait for another's code; one that is not needed costs wall-clock."),
+    ("Does each brief stand alone?", "A lane sees only its own brief, never the other units' briefs."),
 )
 
 
@@ -160,9 +171,17 @@ def render_gate(
     if plan_source == "hand":
         budget = dataclasses.replace(budget, planner_attempts=0)
     facts = _gate_facts(
-        run_id=run_id, revision=revision, graph=graph, budget=budget, state=state,
-        issue_number=issue_number, repository=repository, plan_source=plan_source,
-        schedule=chosen, max_lanes=max_lanes, superseded_by=superseded_by,
+        run_id=run_id,
+        revision=revision,
+        graph=graph,
+        budget=budget,
+        state=state,
+        issue_number=issue_number,
+        repository=repository,
+        plan_source=plan_source,
+        schedule=chosen,
+        max_lanes=max_lanes,
+        superseded_by=superseded_by,
     )
 
     rows = [_row(unit) for unit in graph.units]
@@ -194,16 +213,29 @@ def _fit(render: Any, count: int) -> str | None:
             return full
         no_briefs = render(_Layout(0, count, detail))
         if len(no_briefs) <= COMMENT_LIMIT:
-            return largest_fitting_render(lambda briefs: render(_Layout(briefs, count, detail)), 0, count - 1, no_briefs)
+            return largest_fitting_render(
+                lambda briefs, detail=detail: render(_Layout(briefs, count, detail)), 0, count - 1, no_briefs
+            )
         no_rows = render(_Layout(0, 0, detail))
         if len(no_rows) <= COMMENT_LIMIT:
-            return largest_fitting_render(lambda rows: render(_Layout(0, rows, detail)), 0, count - 1, no_rows)
+            return largest_fitting_render(
+                lambda rows, detail=detail: render(_Layout(0, rows, detail)), 0, count - 1, no_rows
+            )
     return None
 
 
 def _gate_facts(
-    *, run_id: int, revision: int, graph: Graph, budget: SessionBudget, state: RunState | str | None,
-    issue_number: int, repository: str, plan_source: PlanSource, schedule: Schedule, max_lanes: int,
+    *,
+    run_id: int,
+    revision: int,
+    graph: Graph,
+    budget: SessionBudget,
+    state: RunState | str | None,
+    issue_number: int,
+    repository: str,
+    plan_source: PlanSource,
+    schedule: Schedule,
+    max_lanes: int,
     superseded_by: int | None,
 ) -> dict[str, Any]:
     critical = graph.critical_path()
@@ -215,12 +247,11 @@ def _gate_facts(
         "issue_ref": markdown_text(f"{repository}#{issue_number}"),
         "unit_count": plural(len(graph), "unit"),
         "source": Escaped(
-            "written by the planner agent" if plan_source == "agent"
+            "written by the planner agent"
+            if plan_source == "agent"
             else "written by hand (a `lanebot-plan` block): no planner session ran"
         ),
-        "rounds": [
-            Escaped(", ".join(code_span(unit_id) for unit_id in unit_ids)) for unit_ids in graph.rounds()
-        ],
+        "rounds": [Escaped(", ".join(code_span(unit_id) for unit_id in unit_ids)) for unit_ids in graph.rounds()],
         "critical_path": Escaped(" → ".join(code_span(unit_id) for unit_id in critical.units)),
         "critical_minutes": None if critical.minutes is None else format_minutes(critical.minutes),
         "estimate": _estimate(graph, schedule, max_lanes),
@@ -256,10 +287,7 @@ def _session_parts(graph: Graph, budget: SessionBudget) -> Escaped:
 
 
 def _command_lines(state: RunState | str | None) -> list[tuple[Escaped, Escaped]]:
-    return [
-        (code_span(COMMANDS[name].usage), Escaped(COMMANDS[name].description))
-        for name in available_actions(state)
-    ]
+    return [(code_span(COMMANDS[name].usage), Escaped(COMMANDS[name].description)) for name in available_actions(state)]
 
 
 def _row(unit: Any) -> dict[str, Escaped]:
@@ -342,5 +370,3 @@ def render_superseded(old: str | Mapping[str, Any], new_revision: int) -> str:
 
 
 # --------------------------------------------------------------------------- answers
-
-

@@ -15,6 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.commands import COMMANDS
+from bot.core.lifecycle import RunState, available_actions
+from bot.core.scheduler import LaneState
 from bot.core.text import (
     COMMENT_LIMIT,
     Escaped,
@@ -27,8 +29,6 @@ from bot.core.text import (
     shorten_tail,
 )
 from bot.render.templates import render_template
-from bot.core.lifecycle import RunState, available_actions
-from bot.core.scheduler import LaneState
 
 __all__ = ["LaneView", "Throttle", "failure_tail", "lane_checklist", "render_progress"]
 
@@ -159,9 +159,7 @@ def render_progress(
         if len(body) <= COMMENT_LIMIT:
             return body
     # Only a failure list longer than the whole comment gets here: count the lanes instead.
-    context["failures"] = [
-        {**_failure(lane, 0), "tail": None} for lane in failed[:50]
-    ]
+    context["failures"] = [{**_failure(lane, 0), "tail": None} for lane in failed[:50]]
     context["hidden_failures"] = max(0, len(failed) - 50)
     return render_template("progress.md.j2", **context, checklist=Escaped(""))
 

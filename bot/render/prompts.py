@@ -73,5 +73,3 @@ def _prompt_environment(prompts_dir: Path) -> SandboxedEnvironment:
     )
     environment.filters.update(fence=fence, tail=tail)
     return environment
-
-

@@ -10,16 +10,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from bot.core.text import COMMENT_LIMIT, cell_code, code_block, format_duration, markdown_cell
-from bot.core.graph import Graph
-from bot.render.gate import mermaid_flowchart
 
+from bot.core.graph import Graph
+from bot.core.text import COMMENT_LIMIT, cell_code, code_block, format_duration, markdown_cell
+from bot.render.gate import mermaid_flowchart
 
 PR_BODY_LIMIT = COMMENT_LIMIT
 
 
-_SESSION_WORDS = {"plan": "planner", "lane": "lane", "resolve": "merge resolver", "integrate": "integrator",
-                  "verify": "verify repair", "review": "review"}
+_SESSION_WORDS = {
+    "plan": "planner",
+    "lane": "lane",
+    "resolve": "merge resolver",
+    "integrate": "integrator",
+    "verify": "verify repair",
+    "review": "review",
+}
 
 
 def split_pr_text(text: str) -> tuple[str, str]:
@@ -69,8 +75,14 @@ def pr_body(
 
 
 def _generated_section(
-    notes: Sequence[str], issue_number: int, graph: Graph, lanes: Sequence[LaneSummary], schedule: str,
-    wall_clock_s: float | None, sum_of_lanes_s: float | None, sessions: Mapping[str, int],
+    notes: Sequence[str],
+    issue_number: int,
+    graph: Graph,
+    lanes: Sequence[LaneSummary],
+    schedule: str,
+    wall_clock_s: float | None,
+    sum_of_lanes_s: float | None,
+    sessions: Mapping[str, int],
 ) -> str:
     rounds = len(graph.rounds())
     parts = [
@@ -96,8 +108,10 @@ def _lane_table(lanes: Sequence[LaneSummary]) -> str:
     for lane in lanes:
         duration = format_duration(lane.duration_s) if lane.duration_s is not None else "–"
         check = f"[lanebot / {lane.unit_id}]({lane.check_url})" if lane.check_url else "–"
-        rows.append(f"| {cell_code(lane.unit_id)} | {markdown_cell(lane.title)} | {cell_code(lane.branch)} | "
-                    f"{lane.round} | {duration} | {lane.attempts} | {check} |")
+        rows.append(
+            f"| {cell_code(lane.unit_id)} | {markdown_cell(lane.title)} | {cell_code(lane.branch)} | "
+            f"{lane.round} | {duration} | {lane.attempts} | {check} |"
+        )
     return "\n".join(rows)
 
 
@@ -114,6 +128,7 @@ def _timing(wall_clock_s: float | None, sum_of_lanes_s: float | None) -> str | N
 
 def _sessions_line(sessions: Mapping[str, int]) -> str:
     total = sum(sessions.values())
-    detail = ", ".join(f"{count} {_SESSION_WORDS.get(kind, kind)}{'s' * (count != 1)}"
-                       for kind, count in sessions.items())
+    detail = ", ".join(
+        f"{count} {_SESSION_WORDS.get(kind, kind)}{'s' * (count != 1)}" for kind, count in sessions.items()
+    )
     return f"**Sessions:** {total} agent session{'s' * (total != 1)}" + (f" ({detail})." if detail else ".")

@@ -63,15 +63,15 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from bot.core.lifecycle import Event, RunState, transition
+from bot.core.names import LANE_PREFIX, lane_branch
 from bot.edges.github.issues import split_repository
 from bot.edges.store import runs as store
 from bot.edges.store.db import session
 from bot.edges.store.models import RELEASED_RUN_STATES, Lane, Run
-from bot.core.names import LANE_PREFIX, lane_branch
+from bot.runner.context import RunnerContext
 from bot.runner.plan import follow_labels
 from bot.runner.review import queue as review_queue
 from bot.runner.runtime import db, load_runtime, remove_worktree
-from bot.runner.context import RunnerContext
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +119,11 @@ def run_paths(workdir: Path, repository: str, run_id: int) -> RunPaths:
     root = Path(workdir).absolute()
     return RunPaths(
         worktrees=root / "worktrees" / owner / name / f"run-{run_id}",
-        others=(root / "scripts" / str(run_id), root / "scratch" / str(run_id),
-                root / "checkouts" / owner / f"{name}-run-{run_id}-plan"),
+        others=(
+            root / "scripts" / str(run_id),
+            root / "scratch" / str(run_id),
+            root / "checkouts" / owner / f"{name}-run-{run_id}-plan",
+        ),
     )
 
 
@@ -148,8 +151,9 @@ async def delete_branch(client: GitHubAPI, repository: str, branch: str) -> bool
         raise ValueError(f"refusing to delete {branch!r}: not a plain branch name")
     owner, name = split_repository(repository)
     try:
-        await client.delete("/repos/{owner}/{repo}/git/refs/heads/{+branch}",
-                            {"owner": owner, "repo": name, "branch": branch})
+        await client.delete(
+            "/repos/{owner}/{repo}/git/refs/heads/{+branch}", {"owner": owner, "repo": name, "branch": branch}
+        )
     except BadRequest as error:
         if error.status_code == 422:  # GitHub: "Reference does not exist"
             return False
@@ -209,13 +213,18 @@ def record_pull_closed(engine: Engine, run_id: int, pull: ClosedPull) -> bool:
         raise LookupError(f"no run with id {run_id}")
     if pull.merged:
         if run.state != RunState.DONE:
-            log.info("run %d is %s, not done: its merged pull request #%d changes nothing", run.id, run.state,
-                     pull.number)
+            log.info(
+                "run %d is %s, not done: its merged pull request #%d changes nothing", run.id, run.state, pull.number
+            )
             return False
         transition(run.state, Event.PR_MERGED)  # the machine's word that a merge is valid here
         if store.close_run(engine, run.id):
-            store.append_event(engine, run.id, "pr_merged", {
-                "pr": pull.number, "merged_by": pull.closed_by, "merge_commit_sha": pull.merge_commit_sha})
+            store.append_event(
+                engine,
+                run.id,
+                "pr_merged",
+                {"pr": pull.number, "merged_by": pull.closed_by, "merge_commit_sha": pull.merge_commit_sha},
+            )
         return True
     if run.state == RunState.CANCELLED:
         return True  # a redelivery, or cancelled before its pull request was closed: tidying again is harmless
@@ -223,8 +232,13 @@ def record_pull_closed(engine: Engine, run_id: int, pull: ClosedPull) -> bool:
         log.info("run %d is %s: closing its pull request #%d changes nothing", run.id, run.state, pull.number)
         return False
     target = transition(run.state, Event.PR_CLOSED)
-    if store.transition(engine, run.id, run.state, target.value,
-                        error=f"its pull request #{pull.number} was closed without merging by @{pull.closed_by}"):
+    if store.transition(
+        engine,
+        run.id,
+        run.state,
+        target.value,
+        error=f"its pull request #{pull.number} was closed without merging by @{pull.closed_by}",
+    ):
         store.append_event(engine, run.id, "pr_closed", {"pr": pull.number, "by": pull.closed_by})
     return True
 
@@ -234,8 +248,9 @@ async def _delete_lane_branches(context: RunnerContext, client: GitHubAPI, run: 
     deleted, gone = [], []
     for branch in branches:
         (deleted if await delete_branch(client, run.repository, branch) else gone).append(branch)
-    await db(store.append_event, context.engine, run.id, "lane_branches_deleted",
-             {"deleted": deleted, "already_gone": gone})
+    await db(
+        store.append_event, context.engine, run.id, "lane_branches_deleted", {"deleted": deleted, "already_gone": gone}
+    )
 
 
 # --------------------------------------------------------------------------- lanebot gc
@@ -283,8 +298,13 @@ class RunRecord:
 
     @classmethod
     def of(cls, run: Run) -> RunRecord:
-        return cls(id=int(run.id or 0), repository=run.repository, state=run.state,
-                   holds_issue=run.active_key is not None, updated_at=run.updated_at)
+        return cls(
+            id=int(run.id or 0),
+            repository=run.repository,
+            state=run.state,
+            holds_issue=run.active_key is not None,
+            updated_at=run.updated_at,
+        )
 
 
 def is_finished(run: RunRecord) -> bool:
@@ -351,7 +371,12 @@ def read_runs(engine: Engine, repository: str | None = None) -> list[RunRecord]:
 
 
 def collect(
-    engine: Engine, workdir: Path, *, now: datetime, older_than: timedelta, dry_run: bool,
+    engine: Engine,
+    workdir: Path,
+    *,
+    now: datetime,
+    older_than: timedelta,
+    dry_run: bool,
     report: Callable[[Removal], None] = lambda removal: None,
 ) -> list[Removal]:
     """Remove (unless `dry_run`) what `plan_collection` chose; what was removed, each reported as it goes."""
@@ -375,8 +400,9 @@ def collect(
     return removals
 
 
-def _collect_mirror(engine: Engine, workdir: Path, repository: str, *, now: datetime, older_than: timedelta,
-                    dry_run: bool) -> Removal | None:
+def _collect_mirror(
+    engine: Engine, workdir: Path, repository: str, *, now: datetime, older_than: timedelta, dry_run: bool
+) -> Removal | None:
     mirror, lock, building = mirror_paths(workdir, repository)
     if not mirror.exists() and not building.exists():
         return None
@@ -412,9 +438,18 @@ def _prune_worktrees(workdir: Path, repository: str) -> None:
     if not (mirror / "HEAD").is_file():
         return
     with _locked(lock, take=True):
-        subprocess.run(["git", "worktree", "prune"], cwd=mirror, check=False, capture_output=True,
-                       env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
-                            "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+        subprocess.run(
+            ["git", "worktree", "prune"],
+            cwd=mirror,
+            check=False,
+            capture_output=True,
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_TERMINAL_PROMPT": "0",
+                "LC_ALL": "C",
+            },
+        )
 
 
 @contextlib.contextmanager

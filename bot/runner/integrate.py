@@ -33,25 +33,25 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.runner.review import queue as review_queue
-from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.core.checks import VERIFY_CHECK, external_id
-from bot.edges.github.checks import finish_check, start_check
-from bot.render.checks import verify_report
+from bot.core.ere import match_paths
+from bot.core.graph import Unit
+from bot.core.lifecycle import Event, RunState, transition
+from bot.core.names import integration_branch, lane_branch, merge_message
+from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.edges.executor import Job
 from bot.edges.git import Worktree, git
+from bot.edges.github.checks import finish_check, start_check
 from bot.edges.github.issues import split_repository
-from bot.core.graph import Unit
-from bot.core.ere import match_paths
-from bot.runner.lanes import FailureKind, LaneFailure, ScriptResult, is_ancestor, remote_sha, run_script
-from bot.core.names import integration_branch, lane_branch, merge_message
-from bot.core.lifecycle import Event, RunState, transition
-from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
-from bot.runner.sessions import outcome_fields
 from bot.edges.store import runs as store
 from bot.edges.store.models import AgentSession, Lane, utc_now
+from bot.render.checks import verify_report
 from bot.render.prompts import render_prompt
-from bot.render.pull_request import LaneSummary, PR_BODY_LIMIT, pr_body, split_pr_text
+from bot.render.pull_request import PR_BODY_LIMIT, LaneSummary, pr_body, split_pr_text
+from bot.runner.lanes import FailureKind, LaneFailure, ScriptResult, is_ancestor, remote_sha, run_script
+from bot.runner.review import queue as review_queue
+from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
+from bot.runner.sessions import outcome_fields
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +100,13 @@ class _Merger:
         if pushed is None:
             raise RuntimeError(f"the integration branch {self.branch} is not on the remote; reconcile pushes it first")
         self.pushed = pushed
-        await db(store.append_event, self.rt.engine, self.rt.run.id, "merging",
-                 {"units": [lane.unit_id for lane in batch], "onto": pushed})
+        await db(
+            store.append_event,
+            self.rt.engine,
+            self.rt.run.id,
+            "merging",
+            {"units": [lane.unit_id for lane in batch], "onto": pushed},
+        )
         self.worktree = await fresh_integration_worktree(self.rt, pushed)
         await self._merge_each(batch)  # the worktree stays for the next round (see fresh_integration_worktree)
 
@@ -140,7 +145,8 @@ class _Merger:
         failure = LaneFailure(
             FailureKind.CONFLICT,
             f"merging it into {self.branch} conflicted in {', '.join(conflicted)} ({refusal})",
-            paths=tuple(conflicted))
+            paths=tuple(conflicted),
+        )
         await db(store.set_lane_state, self.rt.engine, lane.id, "finished", "failed", failure=failure.to_text())
         return False
 
@@ -151,11 +157,26 @@ class _Merger:
         merged = [self.rt.graph[u] for u in self.rt.graph.ids if u in self.merged_units]
         matched = await asyncio.to_thread(match_paths, [m.files for m in merged], conflicted)
         claimants = [unit for unit, paths in zip(merged, matched) if paths]
-        prompt = render_prompt(self.rt.workflow, "resolve", issue={"number": self.rt.issue_number}, branch=self.branch, incoming=unit,
-            incoming_branch=lane_branch(self.rt.issue_number, unit.id), merged=claimants, paths=conflicted)
-        result = await run_session(self.rt, kind="resolve", lane_id=lane.id, folder=unit.id, prompt=prompt,
-                                   agent=self.rt.workflow.build.agent, timeout=self.rt.workflow.build.timeout,
-                                   cwd=self.worktree.path)
+        prompt = render_prompt(
+            self.rt.workflow,
+            "resolve",
+            issue={"number": self.rt.issue_number},
+            branch=self.branch,
+            incoming=unit,
+            incoming_branch=lane_branch(self.rt.issue_number, unit.id),
+            merged=claimants,
+            paths=conflicted,
+        )
+        result = await run_session(
+            self.rt,
+            kind="resolve",
+            lane_id=lane.id,
+            folder=unit.id,
+            prompt=prompt,
+            agent=self.rt.workflow.build.agent,
+            timeout=self.rt.workflow.build.timeout,
+            cwd=self.worktree.path,
+        )
         if isinstance(result, str):
             return f"the resolver could not run: {result}"
         if not result.ok:
@@ -163,8 +184,10 @@ class _Merger:
         unmerged = await self.worktree.unmerged_paths()
         if unmerged:
             return f"the resolver left {', '.join(unmerged)} unmerged"
-        marked = sorted(set(await self.worktree.files_with_conflict_markers())
-                        | set(await self.worktree.files_with_conflict_markers(conflicted)))
+        marked = sorted(
+            set(await self.worktree.files_with_conflict_markers())
+            | set(await self.worktree.files_with_conflict_markers(conflicted))
+        )
         if marked:
             return f"the resolver left conflict markers in {', '.join(marked)}"
         return None
@@ -203,8 +226,13 @@ async def _abort_half_done_merge(rt: Runtime, path: Path) -> None:
     in_progress = await git("rev-parse", "--quiet", "--verify", "MERGE_HEAD", cwd=path, check=False)
     if in_progress.returncode == 0:
         await git("merge", "--abort", cwd=path, check=False)
-        await db(store.append_event, rt.engine, rt.run.id, "merge_aborted",
-                 {"why": "a merge was left half-way; it is redone from the branch as pushed"})
+        await db(
+            store.append_event,
+            rt.engine,
+            rt.run.id,
+            "merge_aborted",
+            {"why": "a merge was left half-way; it is redone from the branch as pushed"},
+        )
 
 
 async def remove_integration_worktree(rt: Runtime) -> None:
@@ -215,21 +243,30 @@ async def remove_integration_worktree(rt: Runtime) -> None:
 
 
 async def run_session(
-    rt: Runtime, *, kind: str, lane_id: int | None, folder: str, prompt: str, agent: str, timeout: int,
-    cwd: Path, brief: str | None = None, env: Mapping[str, str] | None = None,
+    rt: Runtime,
+    *,
+    kind: str,
+    lane_id: int | None,
+    folder: str,
+    prompt: str,
+    agent: str,
+    timeout: int,
+    cwd: Path,
+    brief: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> AgentResult | str:
     """One recorded agent session (resolve, integrate, verify repair, fix, review): its result, or why it
     could not run. `env` adds to the LANEBOT_* variables the agent is given."""
     session = await db(store.start_session, rt.engine, run_id=rt.run.id, kind=kind, lane_id=lane_id, host=host_name())
     transcript = rt.transcript_path(folder, session.attempt, prefix=kind)
     await db(store.update_session, rt.engine, session.id, transcript_path=str(transcript))
-    env = {"LANEBOT_RUN": str(rt.run.id), "LANEBOT_ISSUE": str(rt.issue_number), "LANEBOT_SESSION": kind,
-           **(env or {})}
+    env = {"LANEBOT_RUN": str(rt.run.id), "LANEBOT_ISSUE": str(rt.issue_number), "LANEBOT_SESSION": kind, **(env or {})}
     try:
         adapter = make_agent(agent, getattr(rt.workflow.agents, agent))
         result: AgentResult | str = await adapter.run(
             AgentRequest(prompt=prompt, cwd=cwd, transcript=transcript, timeout=float(timeout), env=env, brief=brief),
-            on_start=lambda pid: store.update_session(rt.engine, session.id, pid=pid))
+            on_start=lambda pid: store.update_session(rt.engine, session.id, pid=pid),
+        )
     except AgentConfigError as error:
         result = str(error)
     except BaseException:
@@ -297,12 +334,27 @@ class _Integration:
     async def _session(self, kind: str, failure: Mapping[str, str] | None) -> AgentResult | str:
         assert self.worktree is not None
         units = await self._units_in_merge_order()
-        prompt = render_prompt(self.rt.workflow, "integrate", issue=self.rt.issue_context(), units=units, verify=self.settings.verify, failure=failure)
+        prompt = render_prompt(
+            self.rt.workflow,
+            "integrate",
+            issue=self.rt.issue_context(),
+            units=units,
+            verify=self.settings.verify,
+            failure=failure,
+        )
         await self._restore_pr_file()
         brief = _recipe_pr_brief(self.rt, units) if self.settings.agent == "recipe" else None
-        result = await run_session(self.rt, kind=kind, lane_id=None, folder="_integrate", prompt=prompt,
-                                   agent=self.settings.agent, timeout=self.settings.timeout,
-                                   cwd=self.worktree.path, brief=brief)
+        result = await run_session(
+            self.rt,
+            kind=kind,
+            lane_id=None,
+            folder="_integrate",
+            prompt=prompt,
+            agent=self.settings.agent,
+            timeout=self.settings.timeout,
+            cwd=self.worktree.path,
+            brief=brief,
+        )
         await self._take_pr_file()
         await self.worktree.commit_all(_commit_message(kind, self.rt.issue_number), self.rt.identity)
         return result
@@ -326,8 +378,13 @@ class _Integration:
         source = self.worktree.path / PR_FILE
         if source.is_file():
             self.title, self.body = split_pr_text(source.read_text(encoding="utf-8", errors="replace"))
-            await db(store.append_event, self.rt.engine, self.rt.run.id, "pr_text",
-                     {"title": self.title, "body": self.body[:PR_BODY_LIMIT]})
+            await db(
+                store.append_event,
+                self.rt.engine,
+                self.rt.run.id,
+                "pr_text",
+                {"title": self.title, "body": self.body[:PR_BODY_LIMIT]},
+            )
         await git("rm", "--cached", "--quiet", "--ignore-unmatch", "--", PR_FILE, cwd=self.worktree.path)
         source.unlink(missing_ok=True)
         await git("clean", "-d", "--force", "--quiet", "-x", "--", ".lanebot", cwd=self.worktree.path)
@@ -342,36 +399,70 @@ class _Integration:
             self.pushed = head
         self.verify_runs += 1
         check_id = await start_check(
-            self.rt.client, self.rt.run.repository, name=VERIFY_CHECK, head_sha=head,
-            external=external_id(self.rt.run.id), title="verify is running",
-            summary=f"`{self.settings.verify}` runs on the joined branch `{self.branch}`.")
-        result = await run_script(self.settings.verify, script=self.rt.script_path(f"verify-{self.verify_runs}"),
-                                  cwd=self.worktree.path, timeout=float(self.settings.verify_timeout),
-                                  env={"LANEBOT_RUN": str(self.rt.run.id)})
-        await finish_check(self.rt.client, self.rt.run.repository, check_id, verify_report(
-            passed=result.ok, command=self.settings.verify, output=result.output,
-            reason=None if result.ok else result.describe("verify"), transcript=None, offer_rerun=last))
-        await db(store.append_event, self.rt.engine, self.rt.run.id, "verify",
-                 {"head": head, "ok": result.ok, "exit_status": result.exit_status, "timed_out": result.timed_out})
+            self.rt.client,
+            self.rt.run.repository,
+            name=VERIFY_CHECK,
+            head_sha=head,
+            external=external_id(self.rt.run.id),
+            title="verify is running",
+            summary=f"`{self.settings.verify}` runs on the joined branch `{self.branch}`.",
+        )
+        result = await run_script(
+            self.settings.verify,
+            script=self.rt.script_path(f"verify-{self.verify_runs}"),
+            cwd=self.worktree.path,
+            timeout=float(self.settings.verify_timeout),
+            env={"LANEBOT_RUN": str(self.rt.run.id)},
+        )
+        await finish_check(
+            self.rt.client,
+            self.rt.run.repository,
+            check_id,
+            verify_report(
+                passed=result.ok,
+                command=self.settings.verify,
+                output=result.output,
+                reason=None if result.ok else result.describe("verify"),
+                transcript=None,
+                offer_rerun=last,
+            ),
+        )
+        await db(
+            store.append_event,
+            self.rt.engine,
+            self.rt.run.id,
+            "verify",
+            {"head": head, "ok": result.ok, "exit_status": result.exit_status, "timed_out": result.timed_out},
+        )
         return result
 
     async def _block(self, verified: ScriptResult) -> None:
-        reason = (f"verify failed after {self.settings.max_retries} repair session"
-                  f"{'s' * (self.settings.max_retries != 1)}: {verified.describe('verify')}\n\n"
-                  + verified.output[-4_000:])
+        reason = (
+            f"verify failed after {self.settings.max_retries} repair session"
+            f"{'s' * (self.settings.max_retries != 1)}: {verified.describe('verify')}\n\n" + verified.output[-4_000:]
+        )
         target = transition(RunState.INTEGRATING, Event.INTEGRATE_FAILED)
-        await db(store.transition, self.rt.engine, self.rt.run.id, RunState.INTEGRATING.value, target.value,
-                 error=reason)
+        await db(
+            store.transition, self.rt.engine, self.rt.run.id, RunState.INTEGRATING.value, target.value, error=reason
+        )
 
     async def _open_pull_request(self) -> None:
         body = await self._pr_body()
         title = self.rt.workflow.render_pr_title(
-            {"number": self.rt.issue_number, "title": self.rt.issue.title}, proposed=self.title)
+            {"number": self.rt.issue_number, "title": self.rt.issue.title}, proposed=self.title
+        )
         await db(store.append_event, self.rt.engine, self.rt.run.id, "opening_pr", {"head": self.branch})
         pull = await open_pull_request(self.rt, title=title, body=body)
         target = transition(RunState.INTEGRATING, Event.PR_OPENED)
-        await db(store.transition, self.rt.engine, self.rt.run.id, RunState.INTEGRATING.value, target.value,
-                 pr_number=int(pull["number"]), error=None)
+        await db(
+            store.transition,
+            self.rt.engine,
+            self.rt.run.id,
+            RunState.INTEGRATING.value,
+            target.value,
+            pr_number=int(pull["number"]),
+            error=None,
+        )
         if self.rt.workflow.review.enabled:
             await review_queue.request_self_review(self.rt.context, self.rt.run.id, self.pushed)
 
@@ -382,9 +473,16 @@ class _Integration:
         starts = [s.started_at for s in sessions if s.kind == "lane"]
         wall_clock = (utc_now() - min(starts)).total_seconds() if starts else None
         return pr_body(
-            integrator_body=self.body, notes=self.notes, issue_number=self.rt.issue_number, graph=self.rt.graph,
-            lanes=summaries, schedule=self.rt.workflow.build.schedule, wall_clock_s=wall_clock,
-            sum_of_lanes_s=sum(s.duration_s or 0.0 for s in summaries), sessions=_session_counts(sessions))
+            integrator_body=self.body,
+            notes=self.notes,
+            issue_number=self.rt.issue_number,
+            graph=self.rt.graph,
+            lanes=summaries,
+            schedule=self.rt.workflow.build.schedule,
+            wall_clock_s=wall_clock,
+            sum_of_lanes_s=sum(s.duration_s or 0.0 for s in summaries),
+            sessions=_session_counts(sessions),
+        )
 
 
 async def open_pull_request(rt: Runtime, *, title: str, body: str) -> dict[str, Any]:
@@ -393,8 +491,13 @@ async def open_pull_request(rt: Runtime, *, title: str, body: str) -> dict[str, 
     branch = integration_branch(rt.issue_number)
     existing = await _find_pull(rt, owner, name, branch)
     if existing is None:
-        data = {"title": title, "head": branch, "base": rt.repository.default_branch, "body": body,
-                "draft": rt.workflow.pull_request.draft}
+        data = {
+            "title": title,
+            "head": branch,
+            "base": rt.repository.default_branch,
+            "body": body,
+            "draft": rt.workflow.pull_request.draft,
+        }
         try:
             return await rt.client.post("/repos/{owner}/{repo}/pulls", {"owner": owner, "repo": name}, data=data)
         except BadRequest as error:
@@ -402,9 +505,11 @@ async def open_pull_request(rt: Runtime, *, title: str, body: str) -> dict[str, 
             if existing is None:
                 raise
     if existing.get("title") != title or existing.get("body") != body:
-        existing = await rt.client.patch("/repos/{owner}/{repo}/pulls/{pull_number}",
-                                         {"owner": owner, "repo": name, "pull_number": existing["number"]},
-                                         data={"title": title, "body": body})
+        existing = await rt.client.patch(
+            "/repos/{owner}/{repo}/pulls/{pull_number}",
+            {"owner": owner, "repo": name, "pull_number": existing["number"]},
+            data={"title": title, "body": body},
+        )
     return existing
 
 
@@ -434,8 +539,12 @@ def _commit_message(kind: str, issue_number: int) -> str:
 def _recipe_pr_brief(rt: Runtime, units: Sequence[Unit]) -> str:
     """The recipe adapter writes only what a brief spells out: for the integrate step that is the PR
     text, made from the plan, so a run with no model still gets a PR that says what it holds."""
-    lines = [rt.issue_context()["title"].strip() or f"Resolve #{rt.issue_number}", "",
-             f"This change resolves #{rt.issue_number} in {len(units)} unit{'s' * (len(units) != 1)}:", ""]
+    lines = [
+        rt.issue_context()["title"].strip() or f"Resolve #{rt.issue_number}",
+        "",
+        f"This change resolves #{rt.issue_number} in {len(units)} unit{'s' * (len(units) != 1)}:",
+        "",
+    ]
     lines += [f"- {unit.title}" for unit in units]
     text = "\n".join(lines) + "\n"
     fence = "`" * max(3, 1 + max((len(run) for run in _backtick_runs(text)), default=0))
@@ -460,11 +569,17 @@ def lane_summaries(rt: Runtime, lanes: Sequence[Lane], sessions: Sequence[AgentS
     summaries = []
     for lane in lanes:
         own = [s for s in sessions if s.lane_id == lane.id and s.kind == "lane"]
-        summaries.append(LaneSummary(
-            unit_id=lane.unit_id, title=rt.graph[lane.unit_id].title,
-            branch=lane.branch or lane_branch(rt.issue_number, lane.unit_id), round=lane.round,
-            duration_s=session_seconds(own), attempts=len(own),
-            check_url=f"{rt.repository.html_url}/runs/{lane.check_run_id}" if lane.check_run_id else None))
+        summaries.append(
+            LaneSummary(
+                unit_id=lane.unit_id,
+                title=rt.graph[lane.unit_id].title,
+                branch=lane.branch or lane_branch(rt.issue_number, lane.unit_id),
+                round=lane.round,
+                duration_s=session_seconds(own),
+                attempts=len(own),
+                check_url=f"{rt.repository.html_url}/runs/{lane.check_run_id}" if lane.check_run_id else None,
+            )
+        )
     return summaries
 
 
@@ -479,5 +594,3 @@ def _session_counts(sessions: Sequence[AgentSession]) -> dict[str, int]:
     for session in sessions:
         counts[session.kind] = counts.get(session.kind, 0) + 1
     return counts
-
-

@@ -29,12 +29,12 @@ from typing import Any
 
 from anyio import to_thread
 
+from bot.edges.store import runs
 from bot.runner import plan as planning
+from bot.runner.context import RunnerContext
 from bot.runner.review import queue as review_queue
 from bot.runner.review.fix import run_fix
 from bot.runner.review.own import self_review
-from bot.edges.store import runs
-from bot.runner.context import RunnerContext
 
 log = logging.getLogger(__name__)
 
@@ -174,17 +174,25 @@ class Jobs:
             log.exception("%s job of run %d failed", kind, run_id)
             detail = f"{type(error).__name__}: {error}"[:2_000]
             with contextlib.suppress(Exception):
-                await to_thread.run_sync(runs.append_event, self.context.engine, run_id, JOB_FAILED,
-                                         {"job": kind, "error": detail})
+                await to_thread.run_sync(
+                    runs.append_event, self.context.engine, run_id, JOB_FAILED, {"job": kind, "error": detail}
+                )
 
     async def _orchestrate(self, run_id: int, function: str, *args: Any) -> None:
         orchestrator = self._load_orchestrator()
         if orchestrator is None:
-            message = (f"build not available: {ORCHESTRATOR_MODULE} is not installed, so `{function}` was not run;"
-                       " the run stays as it is until an orchestrator picks it up")
+            message = (
+                f"build not available: {ORCHESTRATOR_MODULE} is not installed, so `{function}` was not run;"
+                " the run stays as it is until an orchestrator picks it up"
+            )
             log.warning("run %d: %s", run_id, message)
-            await to_thread.run_sync(runs.append_event, self.context.engine, run_id, BUILD_UNAVAILABLE,
-                                     {"wanted": function, "message": message})
+            await to_thread.run_sync(
+                runs.append_event,
+                self.context.engine,
+                run_id,
+                BUILD_UNAVAILABLE,
+                {"wanted": function, "message": message},
+            )
             return
         await getattr(orchestrator, function)(self.context, run_id, *args)
 

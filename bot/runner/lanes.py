@@ -38,20 +38,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.core.checks import RETRY_LANE, CheckReport, external_id, lane_check_name
+from bot.core.ere import match_paths
+from bot.core.graph import Unit
+from bot.core.names import lane_branch
 from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.edges.agents.process import child_environment, stop_process_group
-from bot.core.checks import RETRY_LANE, CheckReport, external_id, lane_check_name
-from bot.edges.github.checks import finish_check, start_check
-from bot.render.checks import lane_report
 from bot.edges.executor import Job
 from bot.edges.git import Mirror, RefNotFound, Worktree, git
-from bot.core.graph import Unit
-from bot.core.ere import match_paths
-from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
+from bot.edges.github.checks import finish_check, start_check
 from bot.edges.store import runs as store
 from bot.edges.store.models import Lane, utc_now
+from bot.render.checks import lane_report
 from bot.render.prompts import render_prompt
-from bot.core.names import lane_branch
+from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,10 @@ def ownership_violations(unit: Unit, paths: Iterable[str]) -> list[str]:
 
 
 def _protected_from(unit: Unit, path: str) -> bool:
-    return any(path.startswith(directory) and not _names_directory(unit.files, directory)
-               for directory in PROTECTED_DIRECTORIES)
+    return any(
+        path.startswith(directory) and not _names_directory(unit.files, directory)
+        for directory in PROTECTED_DIRECTORIES
+    )
 
 
 def _names_directory(files: str, directory: str) -> bool:
@@ -131,8 +133,13 @@ class LaneFailure:
         object.__setattr__(self, "paths", tuple(self.paths))
 
     def to_text(self) -> str:
-        data = {"kind": self.kind.value, "reason": self.reason, "attempt": self.attempt,
-                "output": self.output, "paths": list(self.paths)}
+        data = {
+            "kind": self.kind.value,
+            "reason": self.reason,
+            "attempt": self.attempt,
+            "output": self.output,
+            "paths": list(self.paths),
+        }
         return json.dumps(data, ensure_ascii=False)
 
     @classmethod
@@ -140,8 +147,13 @@ class LaneFailure:
         """The failure a row holds; plain text (written by something else) becomes an error's reason."""
         try:
             data = json.loads(text)
-            return cls(kind=data["kind"], reason=data["reason"], attempt=data.get("attempt"),
-                       output=data.get("output") or "", paths=tuple(data.get("paths") or ()))
+            return cls(
+                kind=data["kind"],
+                reason=data["reason"],
+                attempt=data.get("attempt"),
+                output=data.get("output") or "",
+                paths=tuple(data.get("paths") or ()),
+            )
         except (ValueError, TypeError, KeyError):
             first, _, rest = text.strip().partition("\n")
             return cls(kind=FailureKind.ERROR, reason=first, output=rest)
@@ -195,8 +207,14 @@ async def run_script(text: str, *, script: Path, cwd: Path, timeout: float, env:
     """
     await asyncio.to_thread(_write_script, script, text)
     process = await asyncio.create_subprocess_exec(
-        "sh", str(script), cwd=cwd, env=child_environment(env), stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+        "sh",
+        str(script),
+        cwd=cwd,
+        env=child_environment(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
     )
     tail = _Tail(OUTPUT_BYTES)
     reader = asyncio.ensure_future(_drain(process.stdout, tail))
@@ -232,7 +250,7 @@ class _Tail:
             del self._data[: len(self._data) - self._limit]
 
     def text(self) -> str:
-        return bytes(self._data[-self._limit:]).decode("utf-8", errors="replace")
+        return bytes(self._data[-self._limit :]).decode("utf-8", errors="replace")
 
 
 async def _drain(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
@@ -328,8 +346,14 @@ class _Attempt:
         return self.rt.transcript_path(self.unit.id, self.attempt)
 
     async def run(self) -> None:
-        session = await db(store.start_session, self.rt.engine, run_id=self.rt.run.id, kind="lane",
-                           lane_id=self.lane.id, host=host_name())
+        session = await db(
+            store.start_session,
+            self.rt.engine,
+            run_id=self.rt.run.id,
+            kind="lane",
+            lane_id=self.lane.id,
+            host=host_name(),
+        )
         self.session_id, self.attempt = session.id, session.attempt
         await db(store.update_session, self.rt.engine, session.id, transcript_path=str(self.transcript))
         await db(store.update_lane, self.rt.engine, self.lane.id, started_at=utc_now(), branch=self.branch)
@@ -340,12 +364,18 @@ class _Attempt:
                 await _shielded(self._interrupted())
                 raise
             except Exception as error:
-                log.exception("lane %r of run %d: attempt %d could not complete", self.unit.id, self.rt.run.id,
-                              self.attempt)
+                log.exception(
+                    "lane %r of run %d: attempt %d could not complete", self.unit.id, self.rt.run.id, self.attempt
+                )
                 outcome = _Outcome(
-                    failure=LaneFailure(FailureKind.ERROR, f"lanebot could not complete the attempt "
-                                        f"({type(error).__name__}); the runner's log has the details", self.attempt),
-                    detail=f"{type(error).__name__}: {error}")
+                    failure=LaneFailure(
+                        FailureKind.ERROR,
+                        f"lanebot could not complete the attempt "
+                        f"({type(error).__name__}); the runner's log has the details",
+                        self.attempt,
+                    ),
+                    detail=f"{type(error).__name__}: {error}",
+                )
                 await self._close_check("failure", outcome.failure.reason, offer_retry=self._is_last_attempt())
             await self._record(outcome)
         finally:
@@ -371,22 +401,40 @@ class _Attempt:
         return outcome
 
     def _commit_message(self) -> str:
-        return (f"{self.unit.id}: {self.unit.title}\n\n"
-                f"Lane '{self.unit.id}' of #{self.rt.issue_number}, attempt {self.attempt}, by lanebot.\n")
+        return (
+            f"{self.unit.id}: {self.unit.title}\n\n"
+            f"Lane '{self.unit.id}' of #{self.rt.issue_number}, attempt {self.attempt}, by lanebot.\n"
+        )
 
     def _env(self) -> dict[str, str]:
-        return {"LANEBOT_RUN": str(self.rt.run.id), "LANEBOT_ISSUE": str(self.rt.issue_number),
-                "LANEBOT_UNIT": self.unit.id, "LANEBOT_ATTEMPT": str(self.attempt)}
+        return {
+            "LANEBOT_RUN": str(self.rt.run.id),
+            "LANEBOT_ISSUE": str(self.rt.issue_number),
+            "LANEBOT_UNIT": self.unit.id,
+            "LANEBOT_ATTEMPT": str(self.attempt),
+        }
 
     async def _run_agent(self, cwd: Path) -> AgentResult | str:
         """The agent's result, or why it could not run."""
         build = self.rt.workflow.build
-        prompt = render_prompt(self.rt.workflow, "lane", issue=self.rt.issue_context(), unit=self.unit, branch=self.branch,
-            failure=self.previous.prompt() if self.previous else None)
+        prompt = render_prompt(
+            self.rt.workflow,
+            "lane",
+            issue=self.rt.issue_context(),
+            unit=self.unit,
+            branch=self.branch,
+            failure=self.previous.prompt() if self.previous else None,
+        )
         try:
             agent = make_agent(build.agent, getattr(self.rt.workflow.agents, build.agent))
-            request = AgentRequest(prompt=prompt, cwd=cwd, transcript=self.transcript, timeout=float(build.timeout),
-                                   env=self._env(), brief=self.unit.brief)
+            request = AgentRequest(
+                prompt=prompt,
+                cwd=cwd,
+                transcript=self.transcript,
+                timeout=float(build.timeout),
+                env=self._env(),
+                brief=self.unit.brief,
+            )
             return await agent.run(request, on_start=self._record_pid)
         except AgentConfigError as error:
             return str(error)
@@ -405,36 +453,61 @@ class _Attempt:
         try:
             offending = await asyncio.to_thread(ownership_violations, self.unit, outcome.changed)
         except ValueError as refused:  # a plan approved under older rules for files
-            outcome.failure = LaneFailure(FailureKind.OWNERSHIP, f"its files {self.unit.files!r} cannot be matched:"
-                                          f" {refused}", self.attempt, paths=tuple(outcome.changed))
+            outcome.failure = LaneFailure(
+                FailureKind.OWNERSHIP,
+                f"its files {self.unit.files!r} cannot be matched: {refused}",
+                self.attempt,
+                paths=tuple(outcome.changed),
+            )
             return None
         if offending:
             shown = ", ".join(offending[:5]) + (f" and {len(offending) - 5} more" if len(offending) > 5 else "")
             outcome.failure = LaneFailure(
-                FailureKind.OWNERSHIP, f"changed {len(offending)} path{'s' * (len(offending) != 1)} outside its "
-                f"files ({self.unit.files}): {shown}", self.attempt, paths=tuple(offending))
+                FailureKind.OWNERSHIP,
+                f"changed {len(offending)} path{'s' * (len(offending) != 1)} outside its "
+                f"files ({self.unit.files}): {shown}",
+                self.attempt,
+                paths=tuple(offending),
+            )
             return None
-        check = await run_script(self.unit.check, script=self.rt.script_path(f"{self.unit.id}-attempt-{self.attempt}"),
-                                 cwd=worktree.path, timeout=float(self.rt.workflow.build.timeout), env=self._env())
+        check = await run_script(
+            self.unit.check,
+            script=self.rt.script_path(f"{self.unit.id}-attempt-{self.attempt}"),
+            cwd=worktree.path,
+            timeout=float(self.rt.workflow.build.timeout),
+            env=self._env(),
+        )
         if not check.ok:
-            outcome.failure = LaneFailure(FailureKind.CHECK, check.describe("its check"), self.attempt,
-                                          output=check.output)
+            outcome.failure = LaneFailure(
+                FailureKind.CHECK, check.describe("its check"), self.attempt, output=check.output
+            )
         return check.output
 
     async def _start_check(self, head: str) -> None:
         self.check_run_id = await start_check(
-            self.rt.client, self.rt.run.repository, name=lane_check_name(self.unit.id), head_sha=head,
-            external=external_id(self.rt.run.id, self.unit.id), title=f"attempt {self.attempt} is running",
-            summary=f"Lane `{self.unit.id}` of #{self.rt.issue_number}, attempt {self.attempt}, on `{self.branch}`.")
+            self.rt.client,
+            self.rt.run.repository,
+            name=lane_check_name(self.unit.id),
+            head_sha=head,
+            external=external_id(self.rt.run.id, self.unit.id),
+            title=f"attempt {self.attempt} is running",
+            summary=f"Lane `{self.unit.id}` of #{self.rt.issue_number}, attempt {self.attempt}, on `{self.branch}`.",
+        )
         await db(store.update_lane, self.rt.engine, self.lane.id, check_run_id=self.check_run_id)
 
     async def _finish_check(self, start: str, outcome: _Outcome, check_output: str | None) -> None:
         failure = outcome.failure
         report = lane_report(
-            unit_id=self.unit.id, attempt=self.attempt, passed=failure is None,
-            reason=failure.reason if failure else None, changed_paths=outcome.changed,
-            offending_paths=failure.paths if failure else (), check_output=check_output,
-            transcript=str(self.transcript), offer_retry=self._is_last_attempt())
+            unit_id=self.unit.id,
+            attempt=self.attempt,
+            passed=failure is None,
+            reason=failure.reason if failure else None,
+            changed_paths=outcome.changed,
+            offending_paths=failure.paths if failure else (),
+            check_output=check_output,
+            transcript=str(self.transcript),
+            offer_retry=self._is_last_attempt(),
+        )
         assert self.check_run_id is not None and outcome.head is not None
         if outcome.head != start:
             # A check run stays on the commit it was made for: the result goes on the lane's new head.
@@ -451,15 +524,36 @@ class _Attempt:
         used = lane.attempts_used + 1
         head = outcome.head or lane.head_sha
         if failure is None:
-            moved = await db(store.set_lane_state, engine, lane.id, "running", "finished", head_sha=head,
-                             failure=None, attempts_used=used)
+            moved = await db(
+                store.set_lane_state,
+                engine,
+                lane.id,
+                "running",
+                "finished",
+                head_sha=head,
+                failure=None,
+                attempts_used=used,
+            )
         else:
             target = "failed" if self._is_last_attempt() else "pending"
-            moved = await db(store.set_lane_state, engine, lane.id, "running", target, head_sha=head,
-                             failure=failure.to_text(), attempts_used=used)
+            moved = await db(
+                store.set_lane_state,
+                engine,
+                lane.id,
+                "running",
+                target,
+                head_sha=head,
+                failure=failure.to_text(),
+                attempts_used=used,
+            )
         status = ("succeeded" if failure is None else "failed") if moved else "cancelled"
-        await db(store.finish_session, engine, self.session_id, status=status,
-                 failure=outcome.detail or (failure.reason if failure else None))
+        await db(
+            store.finish_session,
+            engine,
+            self.session_id,
+            status=status,
+            failure=outcome.detail or (failure.reason if failure else None),
+        )
 
     async def _interrupted(self) -> None:
         """Cancelled: by /cancel (the run is cancelled), or by lanebot stopping (the attempt is lost
@@ -472,8 +566,14 @@ class _Attempt:
             await db(store.finish_session, engine, self.session_id, status="cancelled", failure=failure.reason)
             await self._close_check("cancelled", failure.reason)
             return
-        await db(store.finish_session, engine, self.session_id, status="lost", counts_as_retry=False,
-                 failure="lanebot stopped while the attempt ran")
+        await db(
+            store.finish_session,
+            engine,
+            self.session_id,
+            status="lost",
+            counts_as_retry=False,
+            failure="lanebot stopped while the attempt ran",
+        )
         await db(store.set_lane_state, engine, self.lane.id, "running", "pending")
         await self._close_check("neutral", "lanebot stopped while this attempt ran; the lane runs again")
 
@@ -482,15 +582,26 @@ class _Attempt:
         if self.check_run_id is None:
             return
         with contextlib.suppress(Exception):  # best effort: GitHub being unwell must not hide the outcome
-            await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id,
-                               CheckReport(conclusion, reason, f"Attempt {self.attempt} of lane `{self.unit.id}`: "
-                                           f"{reason}.\n\nTranscript: `{self.transcript}` on the runner host.",
-                                           (RETRY_LANE,) if offer_retry else ()))
+            await finish_check(
+                self.rt.client,
+                self.rt.run.repository,
+                self.check_run_id,
+                CheckReport(
+                    conclusion,
+                    reason,
+                    f"Attempt {self.attempt} of lane `{self.unit.id}`: "
+                    f"{reason}.\n\nTranscript: `{self.transcript}` on the runner host.",
+                    (RETRY_LANE,) if offer_retry else (),
+                ),
+            )
 
 
 def _superseded(head: str) -> CheckReport:
-    return CheckReport("neutral", f"this attempt's result is on {head[:12]}",
-                       f"The lane's attempt committed {head}; its check run there holds the result.")
+    return CheckReport(
+        "neutral",
+        f"this attempt's result is on {head[:12]}",
+        f"The lane's attempt committed {head}; its check run there holds the result.",
+    )
 
 
 async def _shielded(work: Any) -> None:

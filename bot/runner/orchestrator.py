@@ -36,11 +36,18 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.checks import CheckReport
-from bot.edges.github.checks import finish_check
+from bot.core.lifecycle import Event, InvalidTransition, RunState, transition
+from bot.core.names import integration_branch, lane_branch
+from bot.core.scheduler import LaneState, decide
+from bot.core.text import marker
 from bot.edges.executor import Executor, Job, JobKind, integrate_job, lane_job, merge_job
 from bot.edges.executor.embedded import EmbeddedExecutor
-from bot.core.text import marker
+from bot.edges.github.checks import finish_check
 from bot.edges.github.issues import post_or_update_marked_comment
+from bot.edges.store import runs as store
+from bot.edges.store.models import AgentSession, Lane, Run, utc_now
+from bot.render.progress import LaneView, Throttle, render_progress
+from bot.runner.context import RunnerContext
 from bot.runner.integrate import (
     INTEGRATION_WORKTREE,
     integrate_run,
@@ -49,10 +56,7 @@ from bot.runner.integrate import (
     session_seconds,
 )
 from bot.runner.lanes import FailureKind, LaneFailure, remote_sha, run_lane
-from bot.core.names import integration_branch, lane_branch
-from bot.core.lifecycle import Event, InvalidTransition, RunState, transition
 from bot.runner.plan import follow_labels
-from bot.render.progress import LaneView, Throttle, render_progress
 from bot.runner.runtime import (
     Runtime,
     add_worktree,
@@ -63,10 +67,6 @@ from bot.runner.runtime import (
     remove_worktree,
 )
 from bot.runner.sessions import stop_session_process
-from bot.core.scheduler import LaneState, decide
-from bot.edges.store import runs as store
-from bot.edges.store.models import AgentSession, Lane, Run, utc_now
-from bot.runner.context import RunnerContext
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,11 @@ def executor_for(context: RunnerContext) -> Executor:
         return explicit
     entry = _EXECUTORS.get(id(context.engine))
     if entry is None or entry[0] is not context.engine:
-        executor = EmbeddedExecutor(functools.partial(perform, context), max_lanes=context.settings.max_lanes,
-                                    max_runs_per_repo=context.settings.max_runs_per_repo)
+        executor = EmbeddedExecutor(
+            functools.partial(perform, context),
+            max_lanes=context.settings.max_lanes,
+            max_runs_per_repo=context.settings.max_runs_per_repo,
+        )
         entry = _EXECUTORS[id(context.engine)] = (context.engine, executor)
     return entry[1]
 
@@ -125,8 +128,10 @@ async def perform(context: RunnerContext, job: Job) -> None:
         await run_lane(context, job)
         return
     step, state, event = (
-        (merge_lanes, RunState.RUNNING, Event.LANE_BLOCKED) if job.kind is JobKind.MERGE
-        else (integrate_run, RunState.INTEGRATING, Event.INTEGRATE_FAILED))
+        (merge_lanes, RunState.RUNNING, Event.LANE_BLOCKED)
+        if job.kind is JobKind.MERGE
+        else (integrate_run, RunState.INTEGRATING, Event.INTEGRATE_FAILED)
+    )
     try:
         await step(context, job)
     except asyncio.CancelledError:
@@ -134,12 +139,17 @@ async def perform(context: RunnerContext, job: Job) -> None:
     except Exception as error:
         log.exception("%s failed", job.describe())
         what = "merging the lanes" if job.kind is JobKind.MERGE else "the integrate step"
-        reason = (f"{what} failed ({type(error).__name__}); the runner's log has the details. "
-                  "/retry runs it again.")
-        await db(store.append_event, context.engine, job.run_id, "step_failed",
-                 {"job": job.kind.value, "error": f"{type(error).__name__}: {error}"[:2_000]})
-        await db(store.transition, context.engine, job.run_id, state.value, transition(state, event).value,
-                 error=reason)
+        reason = f"{what} failed ({type(error).__name__}); the runner's log has the details. /retry runs it again."
+        await db(
+            store.append_event,
+            context.engine,
+            job.run_id,
+            "step_failed",
+            {"job": job.kind.value, "error": f"{type(error).__name__}: {error}"[:2_000]},
+        )
+        await db(
+            store.transition, context.engine, job.run_id, state.value, transition(state, event).value, error=reason
+        )
 
 
 # --------------------------------------------------------------------------- reconcile
@@ -159,7 +169,8 @@ async def reconcile(context: RunnerContext, run_id: int) -> bool:
     rt = await load_runtime(context, run_id)
     changed = await _start_integration_branch(rt)
     lanes = await db(store.lanes, context.engine, run_id) or await db(
-        store.create_lanes, context.engine, run_id, rt.graph.rounds())
+        store.create_lanes, context.engine, run_id, rt.graph.rounds()
+    )
     if await _recover_orphans(context, run_id, lanes):
         return True
     states = {lane.unit_id: LaneState(lane.state) for lane in lanes}
@@ -218,9 +229,18 @@ async def _start_lanes(rt: Runtime, lanes: Sequence[Lane], units: Sequence[str])
         lane = by_unit[unit]
         attempt = 1 + sum(1 for s in sessions if s.lane_id == lane.id and s.kind == "lane")
         base = lane.base_sha or pushed
-        await db(store.append_event, rt.engine, rt.run.id, "lane_start", {"unit": unit, "attempt": attempt, "base": base})
-        if await db(store.set_lane_state, rt.engine, lane.id, "pending", "running", base_sha=base,
-                    branch=lane_branch(rt.issue_number, unit)):
+        await db(
+            store.append_event, rt.engine, rt.run.id, "lane_start", {"unit": unit, "attempt": attempt, "base": base}
+        )
+        if await db(
+            store.set_lane_state,
+            rt.engine,
+            lane.id,
+            "pending",
+            "running",
+            base_sha=base,
+            branch=lane_branch(rt.issue_number, unit),
+        ):
             await executor_for(rt.context).submit(lane_job(rt.run.id, unit, attempt))
             started = True
     return started
@@ -256,8 +276,14 @@ async def _recover_orphans(context: RunnerContext, run_id: int, lanes: Sequence[
         if _held(session, lane_units, held, kinds_held):
             continue
         await stop_session_process(session)
-        changed |= await db(store.finish_session, context.engine, session.id, status="lost", counts_as_retry=False,
-                            failure="lanebot was not running it any more (restarted)")
+        changed |= await db(
+            store.finish_session,
+            context.engine,
+            session.id,
+            status="lost",
+            counts_as_retry=False,
+            failure="lanebot was not running it any more (restarted)",
+        )
     for lane in lanes:
         if lane.state == "running" and lane.unit_id not in held:
             if await db(store.set_lane_state, context.engine, lane.id, "running", "pending"):
@@ -274,8 +300,11 @@ async def _close_lost_check(context: RunnerContext, run_id: int, lane: Lane) -> 
     if lane.check_run_id is None or run is None:
         return
     client = context.github.installation_client(run.installation_id, run.repository)
-    report = CheckReport("neutral", "this attempt was lost when lanebot restarted",
-                         f"Lane `{lane.unit_id}` runs again; its next attempt reports on its own check run.")
+    report = CheckReport(
+        "neutral",
+        "this attempt was lost when lanebot restarted",
+        f"Lane `{lane.unit_id}` runs again; its next attempt reports on its own check run.",
+    )
     with contextlib.suppress(Exception):
         await finish_check(client, run.repository, lane.check_run_id, report)
 
@@ -441,12 +470,18 @@ async def publish_progress(context: RunnerContext, run_id: int) -> str | None:
     finished = run.state not in BUILDING and ends
     wall_clock = ((max(ends) if finished else utc_now()) - min(starts)).total_seconds() if starts else None
     body = render_progress(
-        run.id, run.state, views, wall_clock_s=max(0.0, wall_clock) if wall_clock is not None else None,
+        run.id,
+        run.state,
+        views,
+        wall_clock_s=max(0.0, wall_clock) if wall_clock is not None else None,
         sum_of_lanes_s=session_seconds(lane_sessions),
-        blocked_reason=run.error if run.state == RunState.BLOCKED else None, now=utc_now())
+        blocked_reason=run.error if run.state == RunState.BLOCKED else None,
+        now=utc_now(),
+    )
     client = context.github.installation_client(run.installation_id, run.repository)
-    comment = await post_or_update_marked_comment(client, run.repository, run.issue_number, body,
-                                                  marker=marker("progress", run.id))
+    comment = await post_or_update_marked_comment(
+        client, run.repository, run.issue_number, body, marker=marker("progress", run.id)
+    )
     if run.progress_comment_id != comment["id"]:
         await db(store.update_run, context.engine, run.id, progress_comment_id=comment["id"])
     return run.state
@@ -455,13 +490,20 @@ async def publish_progress(context: RunnerContext, run_id: int) -> str | None:
 async def _plan_titles(context: RunnerContext, run: Run) -> dict[str, str]:
     from bot.runner.plan import stored_graph
 
-    plan = (await db(store.get_plan, context.engine, run.id, run.approved_revision) if run.approved_revision
-            else await db(store.latest_plan, context.engine, run.id))
+    plan = (
+        await db(store.get_plan, context.engine, run.id, run.approved_revision)
+        if run.approved_revision
+        else await db(store.latest_plan, context.engine, run.id)
+    )
     return {unit.id: unit.title for unit in stored_graph(plan.units_jsonl)} if plan else {}
 
 
-async def lane_views(context: RunnerContext, run: Run, lanes: Sequence[Lane] | None = None,
-                     sessions: Sequence[AgentSession] | None = None) -> list[LaneView]:
+async def lane_views(
+    context: RunnerContext,
+    run: Run,
+    lanes: Sequence[Lane] | None = None,
+    sessions: Sequence[AgentSession] | None = None,
+) -> list[LaneView]:
     """How the run's lanes look to people: the progress comment and `/status` both show these."""
     lanes = lanes if lanes is not None else await db(store.lanes, context.engine, run.id)
     sessions = sessions if sessions is not None else await db(store.sessions, context.engine, run.id)
@@ -473,10 +515,17 @@ def _lane_view(run: Run, lane: Lane, titles: dict[str, str], sessions: Sequence[
     attempts = sum(1 for s in sessions if s.lane_id == lane.id and s.kind == "lane")
     failure = LaneFailure.from_text(lane.failure).describe() if lane.failure else None
     finished: datetime | None = lane.finished_at if lane.state in ("finished", "merged", "failed") else None
-    return LaneView(unit_id=lane.unit_id, title=titles.get(lane.unit_id, lane.unit_id), state=lane.state,
-                    round=max(0, lane.round - 1), attempts=attempts, started_at=lane.started_at,
-                    finished_at=finished, branch=lane.branch or lane_branch(run.issue_number, lane.unit_id),
-                    failure=failure)
+    return LaneView(
+        unit_id=lane.unit_id,
+        title=titles.get(lane.unit_id, lane.unit_id),
+        state=lane.state,
+        round=max(0, lane.round - 1),
+        attempts=attempts,
+        started_at=lane.started_at,
+        finished_at=finished,
+        branch=lane.branch or lane_branch(run.issue_number, lane.unit_id),
+        failure=failure,
+    )
 
 
 # --------------------------------------------------------------------------- commands

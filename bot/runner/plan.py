@@ -37,13 +37,14 @@ from gidgethub.abc import GitHubAPI
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from bot.core.text import COMMENT_LIMIT, Escaped, code_span, markdown_text, marker, parse_marker, shorten
-from bot.render.gate import render_gate, render_superseded
-from bot.render.answers import render_plan_failed
-from bot.edges.agents import Agent, AgentConfigError, make_agent
 from bot.core.commands import COMMANDS
+from bot.core.graph import Graph, Unit, parse_units
+from bot.core.lifecycle import Event, RunState, available_actions, transition
+from bot.core.plans import CommentText, IssueText, PlanOutcome, extract_hand_plan, plan_from_hand
+from bot.core.text import COMMENT_LIMIT, Escaped, code_span, markdown_text, marker, parse_marker, shorten
+from bot.core.workflow import Workflow, WorkflowError
+from bot.edges.agents import Agent, AgentConfigError, make_agent
 from bot.edges.git import Credentials, Mirror
-from bot.runner.repository_workflow import load_repository_workflow
 from bot.edges.github.issues import (
     ensure_labels,
     get_comment,
@@ -53,16 +54,15 @@ from bot.edges.github.issues import (
     split_repository,
     update_comment,
 )
-from bot.core.graph import Graph, Unit, parse_units
-from bot.core.lifecycle import Event, RunState, available_actions, transition
-from bot.core.plans import CommentText, IssueText, PlanOutcome, extract_hand_plan, plan_from_hand
-from bot.runner.plan_session import plan_issue
-from bot.runner.sessions import RecordedAgent, abandon_running, host_name
 from bot.edges.store import runs
 from bot.edges.store.db import session
 from bot.edges.store.models import Run
-from bot.core.workflow import Workflow, WorkflowError
+from bot.render.answers import render_plan_failed
+from bot.render.gate import render_gate, render_superseded
 from bot.runner.context import RunnerContext
+from bot.runner.plan_session import plan_issue
+from bot.runner.repository_workflow import load_repository_workflow
+from bot.runner.sessions import RecordedAgent, abandon_running, host_name
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,9 @@ async def plan_run(context: RunnerContext, run_id: int) -> None:
 
 async def _plan(context: RunnerContext, run: Run) -> None:
     owner, name = split_repository(run.repository)
-    workflow = await load_repository_workflow(context.github.installation_client(run.installation_id, None), owner, name)
+    workflow = await load_repository_workflow(
+        context.github.installation_client(run.installation_id, None), owner, name
+    )
     client = _client(context, run)
     await ensure_labels(client, run.repository, workflow.trigger.label)
     await follow_labels(context, run.repository, run.issue_number)
@@ -163,9 +165,18 @@ async def _plan(context: RunnerContext, run: Run) -> None:
     if hand_plan is not None:
         outcome = await to_thread.run_sync(lambda: plan_from_hand(hand_plan, workflow=workflow, tracked_paths=tracked))
     else:
-        previous = await to_thread.run_sync(runs.latest_plan, context.engine, run.id) if request.kind == "replan" else None
+        previous = (
+            await to_thread.run_sync(runs.latest_plan, context.engine, run.id) if request.kind == "replan" else None
+        )
         outcome = await _run_planner(
-            context, run, workflow, mirror, base_sha, tracked, issue, request,
+            context,
+            run,
+            workflow,
+            mirror,
+            base_sha,
+            tracked,
+            issue,
+            request,
             previous.units_jsonl if previous else None,
         )
     await to_thread.run_sync(runs.append_event, context.engine, run.id, "planned", _outcome_summary(outcome, base_sha))
@@ -215,8 +226,13 @@ async def _run_planner(
     await mirror.checkout(checkout, base_sha)
     try:
         return await plan_issue(
-            issue=issue, workflow=workflow, checkout=checkout, tracked_paths=tracked,
-            transcripts_dir=transcripts, feedback=request.notes, previous_plan=previous_plan,
+            issue=issue,
+            workflow=workflow,
+            checkout=checkout,
+            tracked_paths=tracked,
+            transcripts_dir=transcripts,
+            feedback=request.notes,
+            previous_plan=previous_plan,
             agent=_recorded_planner(context, run, workflow),
         )
     finally:
@@ -241,17 +257,25 @@ def _outcome_summary(outcome: PlanOutcome, base_sha: str) -> dict[str, Any]:
     }
 
 
-async def _accept(context: RunnerContext, run: Run, workflow: Workflow, outcome: PlanOutcome, request: PlanRequest) -> None:
+async def _accept(
+    context: RunnerContext, run: Run, workflow: Workflow, outcome: PlanOutcome, request: PlanRequest
+) -> None:
     assert outcome.units_jsonl is not None
     plan = await to_thread.run_sync(
-        lambda: runs.add_plan(context.engine, run.id, units_jsonl=outcome.units_jsonl, source=outcome.source,
-                              feedback=request.notes)
+        lambda: runs.add_plan(
+            context.engine, run.id, units_jsonl=outcome.units_jsonl, source=outcome.source, feedback=request.notes
+        )
     )
     target = transition(RunState.PLANNING, Event.PLAN_READY)
     moved = await to_thread.run_sync(runs.transition, context.engine, run.id, RunState.PLANNING.value, target.value)
     if not moved:
-        await to_thread.run_sync(runs.append_event, context.engine, run.id, "plan_discarded",
-                                 {"revision": plan.revision, "why": "the run left planning while the plan was made"})
+        await to_thread.run_sync(
+            runs.append_event,
+            context.engine,
+            run.id,
+            "plan_discarded",
+            {"revision": plan.revision, "why": "the run left planning while the plan was made"},
+        )
         return
     await publish_gate(context, run.id, workflow=workflow)
     await follow_labels(context, run.repository, run.issue_number)
@@ -267,16 +291,24 @@ async def publish_gate(context: RunnerContext, run_id: int, *, workflow: Workflo
     if workflow is None:
         owner, name = split_repository(run.repository)
         workflow = await load_repository_workflow(
-            context.github.installation_client(run.installation_id, None), owner, name)
+            context.github.installation_client(run.installation_id, None), owner, name
+        )
     body = render_gate(
-        run_id=run.id, revision=plan.revision, graph=stored_graph(plan.units_jsonl),
-        budget=workflow.session_budget(), state=RunState.AWAITING_APPROVAL, issue_number=run.issue_number,
-        repository=run.repository, plan_source=plan.source, schedule=workflow.build.schedule,
+        run_id=run.id,
+        revision=plan.revision,
+        graph=stored_graph(plan.units_jsonl),
+        budget=workflow.session_budget(),
+        state=RunState.AWAITING_APPROVAL,
+        issue_number=run.issue_number,
+        repository=run.repository,
+        plan_source=plan.source,
+        schedule=workflow.build.schedule,
         max_lanes=workflow.build.max_lanes,
     )
     client = _client(context, run)
     gate = await post_or_update_marked_comment(
-        client, run.repository, run.issue_number, body, marker=marker("gate", run.id, rev=plan.revision))
+        client, run.repository, run.issue_number, body, marker=marker("gate", run.id, rev=plan.revision)
+    )
     previous = run.gate_comment_id
     if previous is not None and previous != gate["id"]:
         await _supersede(client, run.repository, previous, plan.revision)
@@ -289,7 +321,12 @@ async def _supersede(client: GitHubAPI, repository: str, comment_id: int, revisi
     if old is None:
         return  # someone deleted it: nothing left to mark
     fields = parse_marker(old.get("body") or "")
-    if not fields or fields.get("kind") != "gate" or not isinstance(fields.get("rev"), int) or fields["rev"] >= revision:
+    if (
+        not fields
+        or fields.get("kind") != "gate"
+        or not isinstance(fields.get("rev"), int)
+        or fields["rev"] >= revision
+    ):
         return
     body = render_superseded(old["body"], revision)
     if body != old["body"]:
@@ -323,12 +360,14 @@ async def _fail_setup(
 async def _end_failed(context: RunnerContext, run: Run, error: str, body: str) -> None:
     target = transition(RunState.PLANNING, Event.PLAN_FAILED)
     moved = await to_thread.run_sync(
-        lambda: runs.transition(context.engine, run.id, RunState.PLANNING.value, target.value, error=error))
+        lambda: runs.transition(context.engine, run.id, RunState.PLANNING.value, target.value, error=error)
+    )
     if not moved:
         return
     client = _client(context, run)
     await post_or_update_marked_comment(
-        client, run.repository, run.issue_number, body, marker=marker("plan-failed", run.id))
+        client, run.repository, run.issue_number, body, marker=marker("plan-failed", run.id)
+    )
     await follow_labels(context, run.repository, run.issue_number)
 
 
@@ -353,14 +392,16 @@ async def read_issue(client: GitHubAPI, repository: str, issue_number: int) -> I
     """The issue's title, body and comments as the planner sees them (lanebot's own left out)."""
     owner, name = split_repository(repository)
     issue = await client.getitem(
-        "/repos/{owner}/{repo}/issues/{issue_number}", {"owner": owner, "repo": name, "issue_number": issue_number})
+        "/repos/{owner}/{repo}/issues/{issue_number}", {"owner": owner, "repo": name, "issue_number": issue_number}
+    )
     comments = [
         CommentText(author=(comment.get("user") or {}).get("login", ""), body=comment.get("body") or "")
         for comment in await list_comments(client, repository, issue_number)
         if not is_lanebot_comment(comment)
     ]
-    return IssueText(number=issue_number, title=issue.get("title") or "", body=issue.get("body") or "",
-                     comments=tuple(comments))
+    return IssueText(
+        number=issue_number, title=issue.get("title") or "", body=issue.get("body") or "", comments=tuple(comments)
+    )
 
 
 def is_lanebot_comment(comment: dict[str, Any]) -> bool:
@@ -393,4 +434,3 @@ def _token_provider(context: RunnerContext, run: Run):
         return Credentials(token=await context.github.tokens.token(run.installation_id, run.repository))
 
     return credentials
-

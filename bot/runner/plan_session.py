@@ -29,33 +29,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.edges.agents import Agent, AgentConfigError, AgentRequest, make_agent
 from bot.core.graph import Graph
-from bot.core.workflow import Workflow
-from bot.core.text import sanitize_untrusted, strip_invisible
 from bot.core.plans import IssueText, PlanAttempt, PlanOutcome, plan_in_message, prompt_context, validate_plan_text
+from bot.core.workflow import Workflow
+from bot.edges.agents import Agent, AgentConfigError, AgentRequest, make_agent
 from bot.render.prompts import render_prompt
 
-__all__ = [
-    "PLAN_FILE",
-    "CommentText",
-    "IssueText",
-    "PlanAttempt",
-    "PlanOutcome",
-    "extract_hand_plan",
-    "plan_from_hand",
-    "plan_in_message",
-    "plan_issue",
-    "prompt_context",
-    "read_plan_file",
-    "remove_plan_file",
-    "sanitize_untrusted",
-    "snapshot_tree",
-    "strip_invisible",
-    "summarise_paths",
-    "tree_changes",
-    "validate_plan_text",
-]
+__all__ = ["PLAN_FILE", "plan_issue", "read_plan_file", "remove_plan_file", "snapshot_tree", "tree_changes"]
 
 SCRATCH_DIR = ".lanebot"
 PLAN_FILE = f"{SCRATCH_DIR}/units.jsonl"
@@ -108,8 +88,12 @@ async def plan_issue(
         raise NotADirectoryError(f"the planner's checkout {checkout} is not a directory")
     tracked = tuple(tracked_paths)
     context = prompt_context(
-        issue=issue, tracked_paths=tracked, max_units=workflow.plan.max_units, rules=rules,
-        feedback=feedback, previous_plan=previous_plan,
+        issue=issue,
+        tracked_paths=tracked,
+        max_units=workflow.plan.max_units,
+        rules=rules,
+        feedback=feedback,
+        previous_plan=previous_plan,
     )
     session = _Session(workflow, checkout, tracked, transcripts_dir, dict(env or {}), on_session_start)
     attempts: list[PlanAttempt] = []
@@ -156,8 +140,12 @@ class _Session:
         remove_plan_file(self.checkout)
         transcript = self.transcripts_dir / f"plan-attempt-{number}.jsonl"
         request = AgentRequest(
-            prompt=prompt, cwd=self.checkout, transcript=transcript, timeout=self.workflow.plan.timeout,
-            env=self.env, read_only=True,
+            prompt=prompt,
+            cwd=self.checkout,
+            transcript=transcript,
+            timeout=self.workflow.plan.timeout,
+            env=self.env,
+            read_only=True,
         )
         try:
             result = await agent.run(request, on_start=self.on_start)
@@ -327,8 +315,7 @@ def _change_problems(before: TreeSnapshot, after: TreeSnapshot) -> Iterator[str]
     described = [f"{kind} {_listed(paths)}" for kind, paths in changes.items() if paths]
     if described:
         yield (
-            f"the planner must only read the repository, but it {'; '.join(described)};"
-            f" write nothing but {PLAN_FILE}"
+            f"the planner must only read the repository, but it {'; '.join(described)}; write nothing but {PLAN_FILE}"
         )
 
 

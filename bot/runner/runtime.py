@@ -30,18 +30,18 @@ from typing import Any, TypeVar
 from anyio import to_thread
 from gidgethub.abc import GitHubAPI
 
-from bot.edges.git import Credentials, Identity, Mirror, Worktree
-from bot.runner.repository_workflow import load_repository_workflow
-from bot.edges.github.issues import split_repository
 from bot.core.graph import Graph
 from bot.core.plans import IssueText
 from bot.core.text import sanitize_untrusted
-from bot.runner.plan import stored_graph
-from bot.runner.sessions import host_name
+from bot.core.workflow import Workflow
+from bot.edges.git import Credentials, Identity, Mirror, Worktree
+from bot.edges.github.issues import split_repository
 from bot.edges.store import runs as store
 from bot.edges.store.models import Run
-from bot.core.workflow import Workflow
 from bot.runner.context import RunnerContext
+from bot.runner.plan import stored_graph
+from bot.runner.repository_workflow import load_repository_workflow
+from bot.runner.sessions import host_name
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,6 @@ async def db(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     return await to_thread.run_sync(functools.partial(function, *args, **kwargs))
 
 
-
-
 @dataclass(frozen=True)
 class Repository:
     """What `GET /repos/{owner}/{repo}` says that a run needs."""
@@ -84,8 +82,10 @@ class Repository:
     def from_api(cls, data: Mapping[str, Any]) -> Repository:
         try:
             return cls(
-                full_name=data["full_name"], clone_url=data["clone_url"],
-                default_branch=data["default_branch"], html_url=data["html_url"],
+                full_name=data["full_name"],
+                clone_url=data["clone_url"],
+                default_branch=data["default_branch"],
+                html_url=data["html_url"],
             )
         except KeyError as missing:
             raise ValueError(f"GitHub's repository answer has no {missing.args[0]!r}") from None
@@ -181,8 +181,17 @@ async def _load(context: RunnerContext, run: Run) -> Runtime:
     issue = await _read_issue(client, owner, name, run.issue_number)
     mirror = Mirror(context.settings.workdir, run.repository, repository.clone_url, _credentials(context, run))
     identity = await commit_identity(context, client)
-    return Runtime(context=context, run=run, repository=repository, workflow=workflow, graph=graph, issue=issue,
-                   client=client, mirror=mirror, identity=identity)
+    return Runtime(
+        context=context,
+        run=run,
+        repository=repository,
+        workflow=workflow,
+        graph=graph,
+        issue=issue,
+        client=client,
+        mirror=mirror,
+        identity=identity,
+    )
 
 
 async def _approved_graph(context: RunnerContext, run: Run) -> Graph:
@@ -198,7 +207,8 @@ async def _approved_graph(context: RunnerContext, run: Run) -> Graph:
 
 async def _read_issue(client: GitHubAPI, owner: str, name: str, number: int) -> IssueText:
     issue = await client.getitem(
-        "/repos/{owner}/{repo}/issues/{issue_number}", {"owner": owner, "repo": name, "issue_number": number})
+        "/repos/{owner}/{repo}/issues/{issue_number}", {"owner": owner, "repo": name, "issue_number": number}
+    )
     return IssueText(number=number, title=issue.get("title") or "", body=issue.get("body") or "")
 
 

@@ -39,8 +39,9 @@ def host_name() -> str:
 class RecordedAgent:
     """`agent`, with each session a row of run `run_id` of `kind` (and `lane_id`) on `host`."""
 
-    def __init__(self, agent: Agent, engine: Any, *, run_id: int, kind: str, host: str,
-                 lane_id: int | None = None) -> None:
+    def __init__(
+        self, agent: Agent, engine: Any, *, run_id: int, kind: str, host: str, lane_id: int | None = None
+    ) -> None:
         self.agent = agent
         self.engine = engine
         self.run_id = run_id
@@ -50,8 +51,15 @@ class RecordedAgent:
         self.name = agent.name
 
     async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult:
-        session = await _db(store.start_session, self.engine, run_id=self.run_id, kind=self.kind,
-                            lane_id=self.lane_id, host=self.host, transcript_path=str(request.transcript))
+        session = await _db(
+            store.start_session,
+            self.engine,
+            run_id=self.run_id,
+            kind=self.kind,
+            lane_id=self.lane_id,
+            host=self.host,
+            transcript_path=str(request.transcript),
+        )
 
         def started(pid: int) -> None:
             store.update_session(self.engine, session.id, pid=pid)
@@ -74,9 +82,14 @@ def outcome_fields(result: AgentResult | str) -> dict[str, Any]:
     """How a session ended, as `finish_session` takes it; a string is why it could not run."""
     if isinstance(result, str):
         return {"status": "failed", "failure": result}
-    return {"status": "succeeded" if result.ok else "failed", "failure": None if result.ok else result.error,
-            "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
-            "cost_usd": result.usage.cost_usd, "exit_status": result.exit_status}
+    return {
+        "status": "succeeded" if result.ok else "failed",
+        "failure": None if result.ok else result.error,
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+        "cost_usd": result.usage.cost_usd,
+        "exit_status": result.exit_status,
+    }
 
 
 async def stop_session_process(session: AgentSession) -> None:
@@ -108,8 +121,9 @@ async def abandon_running(engine: Any, run_id: int, kinds: Collection[str], why:
     for session in await _db(store.running_sessions, engine, run_id):
         if session.kind in kinds:
             await stop_session_process(session)
-            count += await _db(store.finish_session, engine, session.id, status="lost", counts_as_retry=False,
-                               failure=why)
+            count += await _db(
+                store.finish_session, engine, session.id, status="lost", counts_as_retry=False, failure=why
+            )
     return count
 
 

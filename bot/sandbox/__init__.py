@@ -16,6 +16,13 @@ from bot.sandbox.keys import generate_app_key
 from bot.sandbox.server import SandboxServer
 
 __all__ = [
-    "DEFAULT_EVENTS", "DEFAULT_PERMISSIONS", "DEFAULT_PORT", "Sandbox", "SandboxConfig", "SandboxServer",
-    "create_app", "generate_app_key", "served_rest_routes",
+    "DEFAULT_EVENTS",
+    "DEFAULT_PERMISSIONS",
+    "DEFAULT_PORT",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxServer",
+    "create_app",
+    "generate_app_key",
+    "served_rest_routes",
 ]

@@ -40,7 +40,11 @@ from bot.sandbox.rest import RestRoute, json_response, starlette_routes
 API_VERSIONS = ("2026-03-10", "2022-11-28")  # newest first
 DEFAULT_API_VERSION = "2022-11-28"
 REST_ROUTES: tuple[RestRoute, ...] = (
-    *routes_app.ROUTES, *routes_repos.ROUTES, *routes_issues.ROUTES, *routes_pulls.ROUTES, *routes_reviews.ROUTES,
+    *routes_app.ROUTES,
+    *routes_repos.ROUTES,
+    *routes_issues.ROUTES,
+    *routes_pulls.ROUTES,
+    *routes_reviews.ROUTES,
     *routes_checks.ROUTES,
 )
 
@@ -59,8 +63,9 @@ def _http_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, HTTPException)
     if error.status_code in (404, 405):
         return json_response(not_found(DOCS).body(), status=404)
-    return json_response({"message": error.detail, "documentation_url": DOCS, "status": str(error.status_code)},
-                         status=error.status_code)
+    return json_response(
+        {"message": error.detail, "documentation_url": DOCS, "status": str(error.status_code)}, status=error.status_code
+    )
 
 
 def _human_error(request: Request, error: Exception) -> Response:
@@ -77,9 +82,15 @@ def create_app(sandbox: Sandbox) -> ASGIApp:
             await sandbox.close()
 
     routes = [*starlette_routes(REST_ROUTES), *graphql.ROUTES, *human.ROUTES, *git_http.ROUTES]
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
-        GitHubError: _github_error, human.HumanError: _human_error, HTTPException: _http_error,
-    })
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            GitHubError: _github_error,
+            human.HumanError: _human_error,
+            HTTPException: _http_error,
+        },
+    )
     app.router.redirect_slashes = False
     app.state.sandbox = sandbox
     return GitHubEdge(app, sandbox)
@@ -176,7 +187,9 @@ def _requested_version(scope: Scope) -> str | None:
 
 def _unsupported_version(version: str) -> Response:
     supported = ", ".join(f'"{v}"' + (" (most recent)" if i == 0 else "") for i, v in enumerate(API_VERSIONS))
-    message = (f'The version you specified in the "X-GitHub-API-Version" request header, "{version}", is not a '
-               f"supported version. The following versions are currently supported: {supported}.")
+    message = (
+        f'The version you specified in the "X-GitHub-API-Version" request header, "{version}", is not a '
+        f"supported version. The following versions are currently supported: {supported}."
+    )
     body: dict[str, Any] = {"message": message, "documentation_url": DOCS, "status": "400"}
     return json_response(body, status=400)

@@ -63,8 +63,12 @@ def verify_app_jwt(token: str, app: AppRecord, now: datetime) -> None:
     if str(claims["iss"]) not in (str(app.id), app.client_id):
         raise GitHubError(401, JWT_UNDECODABLE)  # GitHub's answer to a JWT of another App
     try:
-        jwt.decode(token, app.public_key_pem, algorithms=["RS256"],
-                   options={"verify_exp": False, "verify_iat": False, "verify_nbf": False, "verify_aud": False})
+        jwt.decode(
+            token,
+            app.public_key_pem,
+            algorithms=["RS256"],
+            options={"verify_exp": False, "verify_iat": False, "verify_nbf": False, "verify_aud": False},
+        )
     except jwt.PyJWTError:
         raise GitHubError(401, JWT_UNDECODABLE) from None
     exp, iat, moment = claims.get("exp"), claims.get("iat"), now.timestamp()
@@ -114,8 +118,9 @@ class TokenBook:
     generate: Callable[[], str] = new_token_value
     _tokens: dict[str, InstallationToken] = field(default_factory=dict)
 
-    def mint(self, installation: Installation, permissions: dict[str, str],
-             repository_ids: frozenset[int] | None) -> tuple[str, InstallationToken]:
+    def mint(
+        self, installation: Installation, permissions: dict[str, str], repository_ids: frozenset[int] | None
+    ) -> tuple[str, InstallationToken]:
         value = self.generate()
         token = InstallationToken(installation.id, self.clock() + TOKEN_LIFETIME, dict(permissions), repository_ids)
         self._tokens[token_digest(value)] = token
@@ -158,8 +163,9 @@ def token_covers(principal: Principal, repository: Repository) -> bool:
     return token.repository_ids is None or repository.id in token.repository_ids
 
 
-def authorize(principal: Principal, repository: Repository, permission: str, level: str,
-              documentation_url: str) -> None:
+def authorize(
+    principal: Principal, repository: Repository, permission: str, level: str, documentation_url: str
+) -> None:
     """Raise what GitHub answers when this caller may not use `permission` at `level` here."""
     covered = token_covers(principal, repository)
     if not covered:
@@ -206,9 +212,13 @@ class RateSnapshot:
     resource: str = "core"
 
     def headers(self) -> dict[str, str]:
-        return {"x-ratelimit-limit": str(self.limit), "x-ratelimit-remaining": str(self.remaining),
-                "x-ratelimit-reset": str(self.reset), "x-ratelimit-used": str(self.used),
-                "x-ratelimit-resource": self.resource}
+        return {
+            "x-ratelimit-limit": str(self.limit),
+            "x-ratelimit-remaining": str(self.remaining),
+            "x-ratelimit-reset": str(self.reset),
+            "x-ratelimit-used": str(self.used),
+            "x-ratelimit-resource": self.resource,
+        }
 
 
 @dataclass
@@ -239,10 +249,16 @@ class RateLimiter:
         window = self._window(principal)
         if window.used >= window.limit:
             snapshot = RateSnapshot(window.limit, 0, window.reset, window.used)
-            who = (f"installation ID {principal.token.installation_id}" if principal.token
-                   else principal.address or principal.kind)
-            raise GitHubError(403, f"API rate limit exceeded for {who}.",
-                              documentation_url="https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
-                              headers=snapshot.headers())
+            who = (
+                f"installation ID {principal.token.installation_id}"
+                if principal.token
+                else principal.address or principal.kind
+            )
+            raise GitHubError(
+                403,
+                f"API rate limit exceeded for {who}.",
+                documentation_url="https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+                headers=snapshot.headers(),
+            )
         window.used += 1
         return RateSnapshot(window.limit, window.limit - window.used, window.reset, window.used)

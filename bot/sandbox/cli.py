@@ -28,8 +28,9 @@ class SandboxUnavailable(Exception):
 class HumanClient:
     """The human API of a running sandbox: each method is one thing a person does on GitHub."""
 
-    def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(base_url=self.base_url + PREFIX, timeout=timeout, transport=transport)
 
@@ -42,13 +43,16 @@ class HumanClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
-              params: dict[str, str] | None = None) -> Any:
+    def _call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, params: dict[str, str] | None = None
+    ) -> Any:
         try:
             response = self._http.request(method, path, json=body, params=params)
         except httpx.TransportError as error:
-            raise SandboxUnavailable(f"no sandbox answered at {self.base_url} ({type(error).__name__}); "
-                                     "start one with `lanebot sandbox serve`") from None
+            raise SandboxUnavailable(
+                f"no sandbox answered at {self.base_url} ({type(error).__name__}); "
+                "start one with `lanebot sandbox serve`"
+            ) from None
         if response.status_code >= 400:
             try:
                 message = response.json().get("message", response.text)
@@ -61,54 +65,103 @@ class HumanClient:
     def _acting(login: str, role: str | None) -> dict[str, Any]:
         return {"as": login, **({"role": role} if role else {})}
 
-    def create_repository(self, full_name: str, folder: Path, *, private: bool = True, organization: bool = False,
-                          default_branch: str = "main", description: str | None = None) -> dict[str, Any]:
-        return self._call("POST", "/repos", {"full_name": full_name, "path": str(Path(folder).resolve()),
-                                             "private": private, "organization": organization,
-                                             "default_branch": default_branch, "description": description})
+    def create_repository(
+        self,
+        full_name: str,
+        folder: Path,
+        *,
+        private: bool = True,
+        organization: bool = False,
+        default_branch: str = "main",
+        description: str | None = None,
+    ) -> dict[str, Any]:
+        return self._call(
+            "POST",
+            "/repos",
+            {
+                "full_name": full_name,
+                "path": str(Path(folder).resolve()),
+                "private": private,
+                "organization": organization,
+                "default_branch": default_branch,
+                "description": description,
+            },
+        )
 
     def add_collaborator(self, full_name: str, login: str, role: str) -> dict[str, Any]:
         return self._call("POST", f"/repos/{full_name}/collaborators", {"login": login, "role": role})
 
-    def open_issue(self, full_name: str, *, login: str, title: str, body: str | None = None,
-                   labels: list[str] | None = None, role: str | None = None) -> dict[str, Any]:
-        return self._call("POST", f"/repos/{full_name}/issues",
-                          {**self._acting(login, role), "title": title, "body": body, "labels": labels or []})
+    def open_issue(
+        self,
+        full_name: str,
+        *,
+        login: str,
+        title: str,
+        body: str | None = None,
+        labels: list[str] | None = None,
+        role: str | None = None,
+    ) -> dict[str, Any]:
+        return self._call(
+            "POST",
+            f"/repos/{full_name}/issues",
+            {**self._acting(login, role), "title": title, "body": body, "labels": labels or []},
+        )
 
     def comment(self, full_name: str, number: int, *, login: str, body: str, role: str | None = None) -> dict[str, Any]:
-        return self._call("POST", f"/repos/{full_name}/issues/{number}/comments", {**self._acting(login, role), "body": body})
+        return self._call(
+            "POST", f"/repos/{full_name}/issues/{number}/comments", {**self._acting(login, role), "body": body}
+        )
 
     def edit_comment(self, full_name: str, comment_id: int, *, login: str, body: str) -> dict[str, Any]:
         return self._call("PATCH", f"/repos/{full_name}/issues/comments/{comment_id}", {"as": login, "body": body})
 
-    def add_label(self, full_name: str, number: int, name: str, *, login: str, role: str | None = None) -> dict[str, Any]:
-        return self._call("POST", f"/repos/{full_name}/issues/{number}/labels", {**self._acting(login, role), "name": name})
+    def add_label(
+        self, full_name: str, number: int, name: str, *, login: str, role: str | None = None
+    ) -> dict[str, Any]:
+        return self._call(
+            "POST", f"/repos/{full_name}/issues/{number}/labels", {**self._acting(login, role), "name": name}
+        )
 
     def remove_label(self, full_name: str, number: int, name: str, *, login: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/repos/{full_name}/issues/{number}/labels/{quote(name, safe='')}",
-                          params={"as": login})
+        return self._call(
+            "DELETE", f"/repos/{full_name}/issues/{number}/labels/{quote(name, safe='')}", params={"as": login}
+        )
 
     def close_issue(self, full_name: str, number: int, *, login: str, role: str | None = None) -> dict[str, Any]:
         """Close an issue or pull request (without merging)."""
         return self._call("POST", f"/repos/{full_name}/issues/{number}/close", self._acting(login, role))
 
-    def review(self, full_name: str, number: int, *, login: str, event: str, body: str | None = None,
-               comments: list[dict[str, Any]] | None = None, role: str | None = None) -> dict[str, Any]:
+    def review(
+        self,
+        full_name: str,
+        number: int,
+        *,
+        login: str,
+        event: str,
+        body: str | None = None,
+        comments: list[dict[str, Any]] | None = None,
+        role: str | None = None,
+    ) -> dict[str, Any]:
         """Submit a review (APPROVE, REQUEST_CHANGES or COMMENT), with inline comments
         `[{path, line, body, side?}]` on lines the pull request's diff shows."""
-        return self._call("POST", f"/repos/{full_name}/pulls/{number}/reviews",
-                          {**self._acting(login, role), "event": event, "body": body, "comments": comments or []})
+        return self._call(
+            "POST",
+            f"/repos/{full_name}/pulls/{number}/reviews",
+            {**self._acting(login, role), "event": event, "body": body, "comments": comments or []},
+        )
 
     def reply_to_review_comment(self, full_name: str, comment_id: int, *, login: str, body: str) -> dict[str, Any]:
         """Reply in a review comment's thread; the reply as the state dump lists review comments."""
-        return self._call("POST", f"/repos/{full_name}/pulls/comments/{comment_id}/replies",
-                          {"as": login, "body": body})
+        return self._call(
+            "POST", f"/repos/{full_name}/pulls/comments/{comment_id}/replies", {"as": login, "body": body}
+        )
 
     def resolve_thread(self, full_name: str, comment_id: int, *, login: str, resolved: bool = True) -> dict[str, Any]:
         """Resolve (or unresolve) the thread holding a review comment, as its pull request's author or
         someone with write access; the thread as the state dump lists threads."""
-        return self._call("POST", f"/repos/{full_name}/pulls/comments/{comment_id}/resolve",
-                          {"as": login, "resolved": resolved})
+        return self._call(
+            "POST", f"/repos/{full_name}/pulls/comments/{comment_id}/resolve", {"as": login, "resolved": resolved}
+        )
 
     def merge_pull(self, full_name: str, number: int, *, login: str, role: str | None = None) -> dict[str, Any]:
         """Press "Merge pull request": a merge commit on the base branch, then `pull_request.closed`."""
@@ -117,10 +170,14 @@ class HumanClient:
     def rerun_check(self, full_name: str, check_run_id: int, *, login: str, role: str | None = None) -> dict[str, Any]:
         return self._call("POST", f"/repos/{full_name}/check-runs/{check_run_id}/rerequest", self._acting(login, role))
 
-    def request_action(self, full_name: str, check_run_id: int, identifier: str, *, login: str,
-                       role: str | None = None) -> dict[str, Any]:
-        return self._call("POST", f"/repos/{full_name}/check-runs/{check_run_id}/requested-action",
-                          {**self._acting(login, role), "identifier": identifier})
+    def request_action(
+        self, full_name: str, check_run_id: int, identifier: str, *, login: str, role: str | None = None
+    ) -> dict[str, Any]:
+        return self._call(
+            "POST",
+            f"/repos/{full_name}/check-runs/{check_run_id}/requested-action",
+            {**self._acting(login, role), "identifier": identifier},
+        )
 
     def app(self) -> dict[str, Any]:
         return self._call("GET", "/app")
@@ -157,13 +214,20 @@ def serve(config: SandboxConfig, *, host: str, port: int, log_level: str = "info
     url = f"http://{bound_host}:{bound_port}"
     public_url = config.public_url if config.public_url != DEFAULT_URL else url
     if not ipaddress.ip_address(socket.gethostbyname(bound_host)).is_loopback:
-        print(f"Warning: {url} is reachable from other machines, and the human API under {PREFIX}/ has no "
-              "authentication (it can read any folder into a repository). Prefer --host 127.0.0.1.", file=sys.stderr)
+        print(
+            f"Warning: {url} is reachable from other machines, and the human API under {PREFIX}/ has no "
+            "authentication (it can read any folder into a repository). Prefer --host 127.0.0.1.",
+            file=sys.stderr,
+        )
     sandbox = Sandbox(replace(config, public_url=public_url))
     app = sandbox.app
-    print(f"Sandbox GitHub at {url}: App {app.id} ({app.slug}), webhooks to {app.webhook_url or 'nowhere yet'}.",
-          flush=True)
-    print(f"Point lanebot at it with GITHUB_API_URL={url}; act as people with `lanebot sandbox ... --sandbox-url {url}`.",
-          flush=True)
+    print(
+        f"Sandbox GitHub at {url}: App {app.id} ({app.slug}), webhooks to {app.webhook_url or 'nowhere yet'}.",
+        flush=True,
+    )
+    print(
+        f"Point lanebot at it with GITHUB_API_URL={url}; act as people with `lanebot sandbox ... --sandbox-url {url}`.",
+        flush=True,
+    )
     server = uvicorn.Server(uvicorn.Config(create_app(sandbox), log_level=log_level, lifespan="on"))
     server.run(sockets=[listener])

@@ -52,10 +52,21 @@ from bot.sandbox.state import (
 from bot.sandbox.webhooks import WebhookSender
 
 T = TypeVar("T")
-DEFAULT_EVENTS = ("issues", "issue_comment", "pull_request", "pull_request_review", "pull_request_review_comment",
-                  "check_run")
-DEFAULT_PERMISSIONS = {"checks": "write", "contents": "write", "issues": "write", "metadata": "read",
-                       "pull_requests": "write"}
+DEFAULT_EVENTS = (
+    "issues",
+    "issue_comment",
+    "pull_request",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "check_run",
+)
+DEFAULT_PERMISSIONS = {
+    "checks": "write",
+    "contents": "write",
+    "issues": "write",
+    "metadata": "read",
+    "pull_requests": "write",
+}
 DEFAULT_PORT = 3100
 # GitHub's closing keywords: "Closes #1", "fixes: #2", "RESOLVED #3" in a pull request's body close
 # those issues when it is merged into the default branch.
@@ -65,8 +76,9 @@ _SHA = re.compile(r"^[0-9a-f]{40}$")
 # reports); the two marked "sandbox" are the sandbox's own, GitHub's wording being unknown.
 PATH_UNRESOLVED = "Path could not be resolved"
 LINE_UNRESOLVED = "Line could not be resolved"
-LINE_NOT_IN_DIFF = ("Pull request review thread line must be part of the diff and "
-                    "Pull request review thread diff hunk can't be blank")
+LINE_NOT_IN_DIFF = (
+    "Pull request review thread line must be part of the diff and Pull request review thread diff hunk can't be blank"
+)
 START_LINE_OUTSIDE_HUNK = "Pull request review thread start line must be part of the same hunk as the line."
 START_LINE_AFTER_LINE = "Pull request review thread start line must precede the line (sandbox)"
 NOT_IN_PULL = "Commit {sha} is not part of the pull request (sandbox)"
@@ -128,8 +140,16 @@ def place_comment(diff: Mapping[str, FileDiff], draft: CommentDraft, commit_id: 
             raise ReviewRefused(START_LINE_OUTSIDE_HUNK, "start_line")
         if start.index >= where.index:
             raise ReviewRefused(START_LINE_AFTER_LINE, "start_line")
-    return ReviewPlace(path=draft.path, side=side, line=line, start_line=draft.start_line, start_side=start_side,
-                       position=where.position, diff_hunk=where.diff_hunk, commit_id=commit_id)
+    return ReviewPlace(
+        path=draft.path,
+        side=side,
+        line=line,
+        start_line=draft.start_line,
+        start_side=start_side,
+        position=where.position,
+        diff_hunk=where.diff_hunk,
+        commit_id=commit_id,
+    )
 
 
 @dataclass
@@ -157,18 +177,32 @@ def make_app_record(config: SandboxConfig, now: datetime) -> AppRecord:
     owner = Account(config.app_owner, 901, node_id("Organization", 901), "Organization")
     bot = Account(f"{config.app_slug}[bot]", 902, node_id("Bot", 902), "Bot")
     return AppRecord(
-        id=config.app_id, slug=config.app_slug, name=config.app_name, client_id=f"Iv1.{secrets.token_hex(8)}",
-        owner=owner, bot=bot, public_key_pem=config.public_key_pem, permissions=dict(config.permissions),
-        events=list(config.events), hook_id=400_000 + config.app_id, created_at=now,
-        webhook_url=config.webhook_url, webhook_secret=config.webhook_secret,
+        id=config.app_id,
+        slug=config.app_slug,
+        name=config.app_name,
+        client_id=f"Iv1.{secrets.token_hex(8)}",
+        owner=owner,
+        bot=bot,
+        public_key_pem=config.public_key_pem,
+        permissions=dict(config.permissions),
+        events=list(config.events),
+        hook_id=400_000 + config.app_id,
+        created_at=now,
+        webhook_url=config.webhook_url,
+        webhook_secret=config.webhook_secret,
     )
 
 
 class Sandbox:
     """The whole stand-in for GitHub: state, git, tokens, rate limits, webhooks."""
 
-    def __init__(self, config: SandboxConfig, *, clock: Callable[[], datetime] = utc_now,
-                 webhook_client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        config: SandboxConfig,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        webhook_client: httpx.AsyncClient | None = None,
+    ) -> None:
         self.config = config
         self.clock = clock
         self.state = SandboxState(make_app_record(config, clock()), clock=clock)
@@ -178,8 +212,13 @@ class Sandbox:
         self.git = GitStore((config.state_dir or self._scratch or Path(".")) / "git")
         self.tokens = TokenBook(clock=clock)
         self.limiter = RateLimiter(clock=clock, installation_limit=config.rate_limit)
-        self.webhooks = WebhookSender(self.state.app, clock=clock, delivery_log=config.delivery_log,
-                                      client=webhook_client, timeout=config.webhook_timeout)
+        self.webhooks = WebhookSender(
+            self.state.app,
+            clock=clock,
+            delivery_log=config.delivery_log,
+            client=webhook_client,
+            timeout=config.webhook_timeout,
+        )
         self.renderer = Renderer(self.state, config.public_url.rstrip("/"))
         self.served: list[tuple[str, str, int]] = []
         self.faults = FaultBook()  # test-only: requests made to fail on purpose
@@ -207,14 +246,30 @@ class Sandbox:
 
     # repositories
 
-    async def create_repository(self, full_name: str, folder: Path, *, private: bool, owner_type: AccountType,
-                                default_branch: str = "main", description: str | None = None) -> Repository:
+    async def create_repository(
+        self,
+        full_name: str,
+        folder: Path,
+        *,
+        private: bool,
+        owner_type: AccountType,
+        default_branch: str = "main",
+        description: str | None = None,
+    ) -> Repository:
         owner, _, name = full_name.partition("/")
-        repository = self.state.create_repository(owner, name, owner_type=owner_type, private=private,
-                                                  default_branch=default_branch, description=description)
+        repository = self.state.create_repository(
+            owner, name, owner_type=owner_type, private=private, default_branch=default_branch, description=description
+        )
         try:
-            await self.in_thread(self.git.create_from_folder, owner, name, folder, branch=default_branch,
-                                 author=owner, email=f"{repository.owner.id}+{owner}@users.noreply.github.com")
+            await self.in_thread(
+                self.git.create_from_folder,
+                owner,
+                name,
+                folder,
+                branch=default_branch,
+                author=owner,
+                email=f"{repository.owner.id}+{owner}@users.noreply.github.com",
+            )
         except Exception:
             with self.state.locked():
                 del self.state.repositories[full_name.lower()]
@@ -226,8 +281,9 @@ class Sandbox:
 
     # issues, labels, comments
 
-    def open_issue(self, repository: Repository, user: Account, title: str, body: str | None,
-                   labels: list[str] | None = None) -> Issue:
+    def open_issue(
+        self, repository: Repository, user: Account, title: str, body: str | None, labels: list[str] | None = None
+    ) -> Issue:
         issue = self.state.open_issue(repository, user, title, body)
         added = self.state.add_labels(repository, issue, labels) if labels else []
         self.emit(events.issues_event(self.renderer, "opened", repository, issue, user))
@@ -271,8 +327,11 @@ class Sandbox:
     def edit_comment(self, repository: Repository, comment: Comment, body: str, actor: Account) -> None:
         old = self.state.edit_comment(comment, body)
         if old != body:
-            self.emit(events.issue_comment_event(self.renderer, "edited", repository, comment, actor,
-                                                 changes={"body": {"from": old}}))
+            self.emit(
+                events.issue_comment_event(
+                    self.renderer, "edited", repository, comment, actor, changes={"body": {"from": old}}
+                )
+            )
 
     # pull requests
 
@@ -284,11 +343,17 @@ class Sandbox:
         if base_sha is None:
             return
         commits = await self.in_thread(self.git.commits_between, owner, name, base_sha, pull.pull.head_sha)
-        additions, deletions, files = await self.in_thread(self.git.diff_stats, owner, name, base_sha, pull.pull.head_sha)
+        additions, deletions, files = await self.in_thread(
+            self.git.diff_stats, owner, name, base_sha, pull.pull.head_sha
+        )
         with self.state.locked():
             pull.pull.base_sha = base_sha
             pull.pull.commits, pull.pull.additions, pull.pull.deletions, pull.pull.changed_files = (
-                commits, additions, deletions, files)
+                commits,
+                additions,
+                deletions,
+                files,
+            )
 
     def pull_opened(self, repository: Repository, pull: Issue, actor: Account) -> None:
         self.emit(events.pull_request_event(self.renderer, "opened", repository, pull, actor))
@@ -308,19 +373,29 @@ class Sandbox:
             raise ReviewRefused(NOT_IN_PULL.format(sha=commit_id), "commit_id")
         return found
 
-    async def place(self, repository: Repository, pull: Issue, drafts: Sequence[CommentDraft],
-                    commit_id: str) -> list[ReviewPlace]:
+    async def place(
+        self, repository: Repository, pull: Issue, drafts: Sequence[CommentDraft], commit_id: str
+    ) -> list[ReviewPlace]:
         """Each draft's place in the pull request's diff at `commit_id` (ReviewRefused for the first that has none)."""
         assert pull.pull is not None
         if not drafts:
             return []
-        diff = await self.in_thread(self.git.diff, repository.owner.login, repository.name, pull.pull.base_sha,
-                                    commit_id)
+        diff = await self.in_thread(
+            self.git.diff, repository.owner.login, repository.name, pull.pull.base_sha, commit_id
+        )
         return [place_comment(diff, draft, commit_id) for draft in drafts]
 
-    async def submit_review(self, repository: Repository, pull: Issue, user: Account, *, state: str,
-                            body: str | None, commit_id: str | None = None,
-                            comments: Sequence[CommentDraft] = ()) -> tuple[Review, list[ReviewComment]]:
+    async def submit_review(
+        self,
+        repository: Repository,
+        pull: Issue,
+        user: Account,
+        *,
+        state: str,
+        body: str | None,
+        commit_id: str | None = None,
+        comments: Sequence[CommentDraft] = (),
+    ) -> tuple[Review, list[ReviewComment]]:
         """A submitted review with its inline comments, all or nothing: `pull_request_review_comment.created`
         for each comment, then `pull_request_review.submitted`. Its body may be left out only when
         approving or when it has inline comments (GitHub's docs ask for one with REQUEST_CHANGES and
@@ -333,15 +408,18 @@ class Sandbox:
         commit = await self.review_commit(repository, pull, commit_id)
         places = await self.place(repository, pull, comments, commit)
         review = self.state.add_review(repository, pull, user, state=state, body=body, commit_id=commit)
-        created = [self.state.add_review_comment(repository, pull, review, user, draft.body, place)
-                   for draft, place in zip(comments, places)]
+        created = [
+            self.state.add_review_comment(repository, pull, review, user, draft.body, place)
+            for draft, place in zip(comments, places)
+        ]
         for comment in created:
             self.emit(events.pull_request_review_comment_event(self.renderer, "created", repository, comment, user))
         self.emit(events.pull_request_review_event(self.renderer, "submitted", repository, review, user))
         return review, created
 
-    async def comment_on_diff(self, repository: Repository, pull: Issue, user: Account, draft: CommentDraft,
-                              commit_id: str | None) -> ReviewComment:
+    async def comment_on_diff(
+        self, repository: Repository, pull: Issue, user: Account, draft: CommentDraft, commit_id: str | None
+    ) -> ReviewComment:
         """A single comment on a line: a new thread, in the review GitHub makes for it."""
         commit = await self.review_commit(repository, pull, commit_id)
         [place] = await self.place(repository, pull, [draft], commit)
@@ -361,13 +439,17 @@ class Sandbox:
         self.emit(events.pull_request_review_comment_event(self.renderer, "created", repository, comment, user))
         self.emit(events.pull_request_review_event(self.renderer, "submitted", repository, review, user))
 
-    def request_reviewers(self, repository: Repository, pull: Issue, reviewers: list[Account],
-                          actor: Account) -> list[Account]:
+    def request_reviewers(
+        self, repository: Repository, pull: Issue, reviewers: list[Account], actor: Account
+    ) -> list[Account]:
         """Ask for reviews; `pull_request.review_requested` for each reviewer newly asked."""
         added = self.state.request_reviewers(pull, reviewers)
         for reviewer in added:
-            self.emit(events.pull_request_event(self.renderer, "review_requested", repository, pull, actor,
-                                                requested_reviewer=reviewer))
+            self.emit(
+                events.pull_request_event(
+                    self.renderer, "review_requested", repository, pull, actor, requested_reviewer=reviewer
+                )
+            )
         return added
 
     def resolve_thread(self, thread: ReviewThread, by: Account, *, resolved: bool) -> None:
@@ -386,15 +468,17 @@ class Sandbox:
                 continue
             if root.commit_id not in changed:
                 try:
-                    changed[root.commit_id] = await self.in_thread(self.git.changed_paths, owner, name,
-                                                                   root.commit_id, head)
+                    changed[root.commit_id] = await self.in_thread(
+                        self.git.changed_paths, owner, name, root.commit_id, head
+                    )
                 except GitError:
                     changed[root.commit_id] = None  # the old commit is gone: nothing can be followed
             paths = changed[root.commit_id]
             self.state.move_thread(thread, head if paths is not None and root.path not in paths else None)
 
-    async def pushed(self, repository: Repository, before: dict[str, str], after: dict[str, str],
-                     pusher: Account) -> None:
+    async def pushed(
+        self, repository: Repository, before: dict[str, str], after: dict[str, str], pusher: Account
+    ) -> None:
         """After a push: move open pull requests' heads and tell the App (pull_request.synchronize)."""
         self.state.touch(repository, pushed=True)
         for ref, new_sha in after.items():
@@ -410,8 +494,11 @@ class Sandbox:
                     pull.updated_at = self.state.now()
                 await self.refresh_pull(repository, pull)
                 await self._follow_threads(repository, pull)
-                self.emit(events.pull_request_event(self.renderer, "synchronize", repository, pull, pusher,
-                                                    before=previous, after=new_sha))
+                self.emit(
+                    events.pull_request_event(
+                        self.renderer, "synchronize", repository, pull, pusher, before=previous, after=new_sha
+                    )
+                )
 
     async def merge_pull(self, repository: Repository, pull: Issue, actor: Account) -> str:
         """Merge an open pull request as GitHub's "Create a merge commit" button does: a merge commit
@@ -422,9 +509,16 @@ class Sandbox:
         owner, name = repository.owner.login, repository.name
         message = f"Merge pull request #{pull.number} from {owner}/{pull.pull.head_ref}\n\n{pull.title}"
         before = await self.in_thread(self.git.refs, owner, name)
-        sha = await self.in_thread(self.git.merge, owner, name, pull.pull.base_ref, pull.pull.head_sha,
-                                   message=message, author=actor.login,
-                                   email=f"{actor.id}+{actor.login}@users.noreply.github.com")
+        sha = await self.in_thread(
+            self.git.merge,
+            owner,
+            name,
+            pull.pull.base_ref,
+            pull.pull.head_sha,
+            message=message,
+            author=actor.login,
+            email=f"{actor.id}+{actor.login}@users.noreply.github.com",
+        )
         after = await self.in_thread(self.git.refs, owner, name)
         with self.state.locked():
             pull.pull.merged_at = self.state.now()
@@ -463,5 +557,6 @@ class Sandbox:
         self.emit(events.check_run_event(self.renderer, "rerequested", repository, run, user))
 
     def request_action(self, repository: Repository, run: CheckRun, user: Account, identifier: str) -> None:
-        self.emit(events.check_run_event(self.renderer, "requested_action", repository, run, user,
-                                         identifier=identifier))
+        self.emit(
+            events.check_run_event(self.renderer, "requested_action", repository, run, user, identifier=identifier)
+        )

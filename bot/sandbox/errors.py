@@ -19,8 +19,15 @@ JWT_UNDECODABLE = "A JSON web token could not be decoded"
 class GitHubError(Exception):
     """An answer GitHub would give instead of the resource: raised anywhere, rendered by the app."""
 
-    def __init__(self, status: int, message: str, *, documentation_url: str = DOCS,
-                 errors: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        documentation_url: str = DOCS,
+        errors: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message

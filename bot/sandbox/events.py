@@ -26,15 +26,28 @@ from bot.sandbox.state import (
 )
 
 EMITTED: tuple[tuple[str, str], ...] = (
-    ("installation", "created"), ("installation_repositories", "added"),
-    ("issues", "opened"), ("issues", "edited"), ("issues", "closed"), ("issues", "reopened"),
-    ("issues", "labeled"), ("issues", "unlabeled"),
-    ("issue_comment", "created"), ("issue_comment", "edited"),
-    ("pull_request", "opened"), ("pull_request", "closed"), ("pull_request", "reopened"),
-    ("pull_request", "synchronize"), ("pull_request", "labeled"), ("pull_request", "unlabeled"),
+    ("installation", "created"),
+    ("installation_repositories", "added"),
+    ("issues", "opened"),
+    ("issues", "edited"),
+    ("issues", "closed"),
+    ("issues", "reopened"),
+    ("issues", "labeled"),
+    ("issues", "unlabeled"),
+    ("issue_comment", "created"),
+    ("issue_comment", "edited"),
+    ("pull_request", "opened"),
+    ("pull_request", "closed"),
+    ("pull_request", "reopened"),
+    ("pull_request", "synchronize"),
+    ("pull_request", "labeled"),
+    ("pull_request", "unlabeled"),
     ("pull_request", "review_requested"),
-    ("pull_request_review", "submitted"), ("pull_request_review_comment", "created"),
-    ("check_run", "created"), ("check_run", "completed"), ("check_run", "rerequested"),
+    ("pull_request_review", "submitted"),
+    ("pull_request_review_comment", "created"),
+    ("check_run", "created"),
+    ("check_run", "completed"),
+    ("check_run", "rerequested"),
     ("check_run", "requested_action"),
 )
 
@@ -50,8 +63,7 @@ class Event:
     repository_id: int
 
 
-def _envelope(renderer: Renderer, name: str, action: str, body: Json, repository: Repository,
-              sender: Account) -> Event:
+def _envelope(renderer: Renderer, name: str, action: str, body: Json, repository: Repository, sender: Account) -> Event:
     payload: Json = {"action": action, **body, "repository": renderer.repository(repository)}
     if repository.owner.type == "Organization":
         payload["organization"] = renderer.organization(repository.owner)
@@ -61,27 +73,51 @@ def _envelope(renderer: Renderer, name: str, action: str, body: Json, repository
 
 
 def _repository_reference(repository: Repository) -> Json:
-    return {"id": repository.id, "node_id": repository.node_id, "name": repository.name,
-            "full_name": repository.full_name, "private": repository.private}
+    return {
+        "id": repository.id,
+        "node_id": repository.node_id,
+        "name": repository.name,
+        "full_name": repository.full_name,
+        "private": repository.private,
+    }
 
 
-def installation_event(renderer: Renderer, installation: Installation, repository: Repository,
-                       sender: Account) -> Event:
+def installation_event(
+    renderer: Renderer, installation: Installation, repository: Repository, sender: Account
+) -> Event:
     """installation.created when the App is installed on an account (with its first repository),
     installation_repositories.added when a repository joins an existing installation."""
     shown = renderer.installation(installation, webhook=True)
     if installation.repository_ids == [repository.id]:
-        payload: Json = {"action": "created", "installation": shown,
-                         "repositories": [_repository_reference(repository)], "sender": renderer.user(sender)}
+        payload: Json = {
+            "action": "created",
+            "installation": shown,
+            "repositories": [_repository_reference(repository)],
+            "sender": renderer.user(sender),
+        }
         return Event("installation", "created", payload, installation.id, repository.id)
-    payload = {"action": "added", "installation": shown, "repository_selection": "selected",
-               "repositories_added": [_repository_reference(repository)], "repositories_removed": [],
-               "requester": renderer.user(sender), "sender": renderer.user(sender)}
+    payload = {
+        "action": "added",
+        "installation": shown,
+        "repository_selection": "selected",
+        "repositories_added": [_repository_reference(repository)],
+        "repositories_removed": [],
+        "requester": renderer.user(sender),
+        "sender": renderer.user(sender),
+    }
     return Event("installation_repositories", "added", payload, installation.id, repository.id)
 
 
-def issues_event(renderer: Renderer, action: str, repository: Repository, issue: Issue, sender: Account, *,
-                 label: Label | None = None, changes: dict[str, Any] | None = None) -> Event:
+def issues_event(
+    renderer: Renderer,
+    action: str,
+    repository: Repository,
+    issue: Issue,
+    sender: Account,
+    *,
+    label: Label | None = None,
+    changes: dict[str, Any] | None = None,
+) -> Event:
     """issues.<action> for an issue, or pull_request.<action> when the issue is a pull request."""
     if issue.is_pull:
         return pull_request_event(renderer, action, repository, issue, sender, label=label)
@@ -93,8 +129,15 @@ def issues_event(renderer: Renderer, action: str, repository: Repository, issue:
     return _envelope(renderer, "issues", action, body, repository, sender)
 
 
-def issue_comment_event(renderer: Renderer, action: str, repository: Repository, comment: Comment,
-                        sender: Account, *, changes: dict[str, Any] | None = None) -> Event:
+def issue_comment_event(
+    renderer: Renderer,
+    action: str,
+    repository: Repository,
+    comment: Comment,
+    sender: Account,
+    *,
+    changes: dict[str, Any] | None = None,
+) -> Event:
     issue = repository.issues[comment.issue_number]
     body: Json = {}
     if changes is not None:
@@ -103,9 +146,19 @@ def issue_comment_event(renderer: Renderer, action: str, repository: Repository,
     return _envelope(renderer, "issue_comment", action, body, repository, sender)
 
 
-def pull_request_event(renderer: Renderer, action: str, repository: Repository, pull: Issue, sender: Account, *,
-                       label: Label | None = None, before: str | None = None, after: str | None = None,
-                       mergeable: bool | None = None, requested_reviewer: Account | None = None) -> Event:
+def pull_request_event(
+    renderer: Renderer,
+    action: str,
+    repository: Repository,
+    pull: Issue,
+    sender: Account,
+    *,
+    label: Label | None = None,
+    before: str | None = None,
+    after: str | None = None,
+    mergeable: bool | None = None,
+    requested_reviewer: Account | None = None,
+) -> Event:
     body: Json = {"number": pull.number, "pull_request": renderer.pull_request(repository, pull, mergeable=mergeable)}
     if label is not None:
         body["label"] = renderer.label(repository, label)
@@ -116,24 +169,37 @@ def pull_request_event(renderer: Renderer, action: str, repository: Repository, 
     return _envelope(renderer, "pull_request", action, body, repository, sender)
 
 
-def pull_request_review_event(renderer: Renderer, action: str, repository: Repository, review: Review,
-                              sender: Account) -> Event:
+def pull_request_review_event(
+    renderer: Renderer, action: str, repository: Repository, review: Review, sender: Account
+) -> Event:
     pull = repository.issues[review.pull_number]
-    body: Json = {"review": renderer.review(repository, review),
-                  "pull_request": renderer.pull_request(repository, pull, full=False)}
+    body: Json = {
+        "review": renderer.review(repository, review),
+        "pull_request": renderer.pull_request(repository, pull, full=False),
+    }
     return _envelope(renderer, "pull_request_review", action, body, repository, sender)
 
 
-def pull_request_review_comment_event(renderer: Renderer, action: str, repository: Repository,
-                                      comment: ReviewComment, sender: Account) -> Event:
+def pull_request_review_comment_event(
+    renderer: Renderer, action: str, repository: Repository, comment: ReviewComment, sender: Account
+) -> Event:
     pull = repository.issues[comment.pull_number]
-    body: Json = {"comment": renderer.review_comment(repository, comment),
-                  "pull_request": renderer.pull_request(repository, pull, full=False)}
+    body: Json = {
+        "comment": renderer.review_comment(repository, comment),
+        "pull_request": renderer.pull_request(repository, pull, full=False),
+    }
     return _envelope(renderer, "pull_request_review_comment", action, body, repository, sender)
 
 
-def check_run_event(renderer: Renderer, action: str, repository: Repository, run: CheckRun, sender: Account, *,
-                    identifier: str | None = None) -> Event:
+def check_run_event(
+    renderer: Renderer,
+    action: str,
+    repository: Repository,
+    run: CheckRun,
+    sender: Account,
+    *,
+    identifier: str | None = None,
+) -> Event:
     body: Json = {"check_run": renderer.check_run(repository, run)}
     if identifier is not None:
         body["requested_action"] = {"identifier": identifier}

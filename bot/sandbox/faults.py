@@ -66,12 +66,21 @@ class Fault:
     def error_body(self) -> dict[str, Any]:
         """GitHub's error body for `status`."""
         assert self.status is not None
-        return {"message": HTTPStatus(self.status).phrase, "documentation_url": "https://docs.github.com/rest",
-                "status": str(self.status)}
+        return {
+            "message": HTTPStatus(self.status).phrase,
+            "documentation_url": "https://docs.github.com/rest",
+            "status": str(self.status),
+        }
 
     def describe(self) -> dict[str, Any]:
-        return {"method": self.method.upper(), "path": self.path, "status": self.status,
-                "drop_answer": self.drop_answer, "body_contains": self.body_contains, "times": self.times}
+        return {
+            "method": self.method.upper(),
+            "path": self.path,
+            "status": self.status,
+            "drop_answer": self.drop_answer,
+            "body_contains": self.body_contains,
+            "times": self.times,
+        }
 
 
 @dataclass

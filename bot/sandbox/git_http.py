@@ -40,8 +40,9 @@ _CHUNK = 64 * 1024
 
 
 def _challenge() -> Response:
-    return PlainTextResponse("Authentication required.\n", status_code=401,
-                             headers={"WWW-Authenticate": 'Basic realm="GitHub"'})
+    return PlainTextResponse(
+        "Authentication required.\n", status_code=401, headers={"WWW-Authenticate": 'Basic realm="GitHub"'}
+    )
 
 
 def _basic_credentials(request: Request) -> tuple[str, str] | None:
@@ -108,29 +109,42 @@ async def smart_http(request: Request) -> Response:
 
 def _environment(sandbox: Sandbox, request: Request, repository: Repository, rest: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key in ("PATH", "HOME", "LANG", "TMPDIR")}
-    env.update({
-        "GIT_PROJECT_ROOT": str(sandbox.git.root), "GIT_HTTP_EXPORT_ALL": "1",
-        "PATH_INFO": f"{sandbox.git.path_info(repository.owner.login, repository.name)}/{rest}",
-        "QUERY_STRING": request.url.query, "REQUEST_METHOD": request.method,
-        "CONTENT_TYPE": request.headers.get("content-type", ""),
-        "REMOTE_ADDR": request.client.host if request.client else "127.0.0.1",
-        "GIT_CONFIG_NOSYSTEM": "1",
-    })
+    env.update(
+        {
+            "GIT_PROJECT_ROOT": str(sandbox.git.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": f"{sandbox.git.path_info(repository.owner.login, repository.name)}/{rest}",
+            "QUERY_STRING": request.url.query,
+            "REQUEST_METHOD": request.method,
+            "CONTENT_TYPE": request.headers.get("content-type", ""),
+            "REMOTE_ADDR": request.client.host if request.client else "127.0.0.1",
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
+    )
     principal = _principal(sandbox, request)
     if principal is not None:
         env["REMOTE_USER"] = TOKEN_USER
-    for header, variable in (("content-length", "CONTENT_LENGTH"), ("content-encoding", "HTTP_CONTENT_ENCODING"),
-                             ("git-protocol", "GIT_PROTOCOL")):
+    for header, variable in (
+        ("content-length", "CONTENT_LENGTH"),
+        ("content-encoding", "HTTP_CONTENT_ENCODING"),
+        ("git-protocol", "GIT_PROTOCOL"),
+    ):
         if header in request.headers:
             env[variable] = request.headers[header]
     return env
 
 
-async def _run_backend(sandbox: Sandbox, request: Request, repository: Repository, rest: str, pushing: bool,
-                       before: dict[str, str]) -> Response:
+async def _run_backend(
+    sandbox: Sandbox, request: Request, repository: Repository, rest: str, pushing: bool, before: dict[str, str]
+) -> Response:
     process = await asyncio.create_subprocess_exec(
-        sandbox.git.git, "http-backend", env=_environment(sandbox, request, repository, rest),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sandbox.git.git,
+        "http-backend",
+        env=_environment(sandbox, request, repository, rest),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     feeding = asyncio.create_task(_feed(request, process))
     assert process.stderr is not None
     complaints = asyncio.create_task(process.stderr.read())  # drained all along, so it never fills and blocks
@@ -194,9 +208,9 @@ async def _read_cgi_headers(process: asyncio.subprocess.Process) -> tuple[int, d
         buffer += chunk
     crlf, lf = buffer.find(b"\r\n\r\n"), buffer.find(b"\n\n")
     if crlf != -1 and (lf == -1 or crlf < lf):
-        head, rest = buffer[:crlf], buffer[crlf + 4:]
+        head, rest = buffer[:crlf], buffer[crlf + 4 :]
     elif lf != -1:
-        head, rest = buffer[:lf], buffer[lf + 2:]
+        head, rest = buffer[:lf], buffer[lf + 2 :]
     else:
         return 502, {}, b""
     status, headers = 200, {}

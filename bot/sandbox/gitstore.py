@@ -197,8 +197,14 @@ class GitStore:
         """The repository's path below the root, as `git http-backend` wants it in PATH_INFO."""
         return f"/{owner.lower()}/{name.lower()}.git"
 
-    def _run(self, repository: Path | None, *args: str, env: dict[str, str] | None = None,
-             check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    def _run(
+        self,
+        repository: Path | None,
+        *args: str,
+        env: dict[str, str] | None = None,
+        check: bool = True,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
         command = [self.git]
         if repository is not None:
             command += ["--git-dir", str(repository)]
@@ -210,8 +216,17 @@ class GitStore:
             raise GitError(f"git {verb} failed: {words}")
         return result
 
-    def create_from_folder(self, owner: str, name: str, folder: Path, *, branch: str, author: str,
-                           email: str, message: str = "Initial commit") -> str:
+    def create_from_folder(
+        self,
+        owner: str,
+        name: str,
+        folder: Path,
+        *,
+        branch: str,
+        author: str,
+        email: str,
+        message: str = "Initial commit",
+    ) -> str:
         """A new bare repository whose `branch` holds one commit of everything in `folder`
         (honouring its .gitignore); the folder itself is left untouched. Returns the commit SHA."""
         repository = self.path(owner, name)
@@ -221,9 +236,14 @@ class GitStore:
         self._run(None, "init", "--bare", "--quiet", f"--initial-branch={branch}", str(repository))
         self._run(repository, "config", "http.receivepack", "true")
         with tempfile.TemporaryDirectory() as scratch:
-            env = {"GIT_INDEX_FILE": str(Path(scratch) / "index"), "GIT_WORK_TREE": str(folder),
-                   "GIT_AUTHOR_NAME": author, "GIT_AUTHOR_EMAIL": email,
-                   "GIT_COMMITTER_NAME": author, "GIT_COMMITTER_EMAIL": email}
+            env = {
+                "GIT_INDEX_FILE": str(Path(scratch) / "index"),
+                "GIT_WORK_TREE": str(folder),
+                "GIT_AUTHOR_NAME": author,
+                "GIT_AUTHOR_EMAIL": email,
+                "GIT_COMMITTER_NAME": author,
+                "GIT_COMMITTER_EMAIL": email,
+            }
             self._run(repository, "add", "--all", ".", env=env, cwd=folder)
             tree = self._run(repository, "write-tree", env=env).stdout.decode().strip()
             commit = self._run(repository, "commit-tree", tree, "-m", message, env=env).stdout.decode().strip()
@@ -231,8 +251,9 @@ class GitStore:
         return commit
 
     def branches(self, owner: str, name: str) -> dict[str, str]:
-        output = self._run(self.path(owner, name), "for-each-ref", "--format=%(refname:strip=2) %(objectname)",
-                           "refs/heads").stdout.decode()
+        output = self._run(
+            self.path(owner, name), "for-each-ref", "--format=%(refname:strip=2) %(objectname)", "refs/heads"
+        ).stdout.decode()
         return dict(line.split(" ", 1) for line in output.splitlines() if line)
 
     def refs(self, owner: str, name: str) -> dict[str, str]:
@@ -245,8 +266,9 @@ class GitStore:
             return None
         candidates = [ref] if _SHA.match(ref) else [f"refs/heads/{ref}", f"refs/tags/{ref}", ref]
         for candidate in candidates:
-            result = self._run(self.path(owner, name), "rev-parse", "--verify", "--quiet",
-                               f"{candidate}^{{commit}}", check=False)
+            result = self._run(
+                self.path(owner, name), "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}", check=False
+            )
             if result.returncode == 0:
                 return result.stdout.decode().strip()
         return None
@@ -277,14 +299,24 @@ class GitStore:
 
     def diff(self, owner: str, name: str, base: str, head: str) -> dict[str, FileDiff]:
         """The diff GitHub shows for a pull request at `head`: against its merge base with `base`."""
-        output = self._run(self.path(owner, name), "-c", "core.quotepath=false", "diff", "--no-color",
-                           "--no-ext-diff", "--no-textconv", "--unified=3", f"{base}...{head}").stdout
+        output = self._run(
+            self.path(owner, name),
+            "-c",
+            "core.quotepath=false",
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--unified=3",
+            f"{base}...{head}",
+        ).stdout
         return parse_diff(output.decode(errors="replace"))
 
     def changed_paths(self, owner: str, name: str, old: str, new: str) -> set[str]:
         """The paths whose content differs between two commits."""
-        output = self._run(self.path(owner, name), "-c", "core.quotepath=false", "diff", "--name-only",
-                           "--no-renames", old, new).stdout.decode(errors="replace")
+        output = self._run(
+            self.path(owner, name), "-c", "core.quotepath=false", "diff", "--name-only", "--no-renames", old, new
+        ).stdout.decode(errors="replace")
         return {line for line in output.splitlines() if line}
 
     def is_ancestor(self, owner: str, name: str, ancestor: str, descendant: str) -> bool:
@@ -296,24 +328,46 @@ class GitStore:
         result = self._run(self.path(owner, name), "merge-tree", "--write-tree", base, head, check=False)
         return result.returncode == 0
 
-    def merge(self, owner: str, name: str, base_branch: str, head: str, *, message: str, author: str, email: str,
-              committer: tuple[str, str] = ("GitHub", "noreply@github.com")) -> str:
+    def merge(
+        self,
+        owner: str,
+        name: str,
+        base_branch: str,
+        head: str,
+        *,
+        message: str,
+        author: str,
+        email: str,
+        committer: tuple[str, str] = ("GitHub", "noreply@github.com"),
+    ) -> str:
         """A merge commit of `head` into `base_branch` (as GitHub's "Create a merge commit" makes it:
         the base tip, then the head, as parents), moved onto the branch only if the branch has not
         moved meanwhile. Its SHA. Raises MergeConflict when the two do not merge cleanly."""
         repository = self.path(owner, name)
-        base = self._run(repository, "rev-parse", "--verify", "--quiet", f"refs/heads/{base_branch}^{{commit}}",
-                         check=False).stdout.decode().strip()
+        base = (
+            self._run(
+                repository, "rev-parse", "--verify", "--quiet", f"refs/heads/{base_branch}^{{commit}}", check=False
+            )
+            .stdout.decode()
+            .strip()
+        )
         if not base:
             raise GitError(f"no branch {base_branch!r} to merge into")
         merged = self._run(repository, "merge-tree", "--write-tree", base, head, check=False)
         if merged.returncode != 0:
             raise MergeConflict(f"merging {head[:12]} into {base_branch} conflicts")
         tree = merged.stdout.decode().splitlines()[0].strip()
-        env = {"GIT_AUTHOR_NAME": author, "GIT_AUTHOR_EMAIL": email,
-               "GIT_COMMITTER_NAME": committer[0], "GIT_COMMITTER_EMAIL": committer[1]}
-        commit = self._run(repository, "commit-tree", tree, "-p", base, "-p", head, "-m", message,
-                           env=env).stdout.decode().strip()
+        env = {
+            "GIT_AUTHOR_NAME": author,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": committer[0],
+            "GIT_COMMITTER_EMAIL": committer[1],
+        }
+        commit = (
+            self._run(repository, "commit-tree", tree, "-p", base, "-p", head, "-m", message, env=env)
+            .stdout.decode()
+            .strip()
+        )
         self._run(repository, "update-ref", f"refs/heads/{base_branch}", commit, base)
         return commit
 
@@ -341,7 +395,9 @@ class GitStore:
             return None
         if entry.kind == "dir":
             return self._list_tree(repository, commit, clean)
-        content = self._run(repository, "cat-file", "blob", entry.sha).stdout if entry.kind in ("file", "symlink") else None
+        content = (
+            self._run(repository, "cat-file", "blob", entry.sha).stdout if entry.kind in ("file", "symlink") else None
+        )
         return FileEntry(entry.path, entry.name, entry.sha, entry.size, entry.kind, content)
 
     def _list_tree(self, repository: Path, commit: str, directory: str) -> list[FileEntry]:

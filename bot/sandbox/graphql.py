@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from graphql import GraphQLError, build_schema, graphql_sync
 from starlette.requests import Request
@@ -35,7 +36,7 @@ AUTHENTICATION_DOCS = "https://docs.github.com/graphql/guides/forming-calls-with
 MAX_PAGE = 100
 T = TypeVar("T")
 
-SDL = '''
+SDL = """
 scalar DateTime
 scalar URI
 
@@ -168,7 +169,7 @@ type Query {
   node(id: ID!): Node
   repository(owner: String!, name: String!, followRenames: Boolean = true): Repository
 }
-'''
+"""
 
 
 class Failure(Exception):
@@ -208,6 +209,7 @@ SCHEMA = _schema()
 
 
 # pagination
+
 
 def _cursor(index: int) -> str:
     return base64.b64encode(f"cursor:v2:{index}".encode()).decode()
@@ -249,26 +251,37 @@ class Connection:
     pageInfo: PageInfo
 
 
-def _page(connection: str, items: list[T], first: int | None, after: str | None,
-          show: Callable[[T], Any]) -> Connection:
+def _page(
+    connection: str, items: list[T], first: int | None, after: str | None, show: Callable[[T], Any]
+) -> Connection:
     """One page of `items`, as GitHub pages a connection (first is required, at most 100)."""
     if first is None:
-        raise Failure("MISSING_PAGINATION_BOUNDARIES",
-                      f"You must provide a `first` or `last` value to properly paginate the `{connection}` connection.")
+        raise Failure(
+            "MISSING_PAGINATION_BOUNDARIES",
+            f"You must provide a `first` or `last` value to properly paginate the `{connection}` connection.",
+        )
     if first > MAX_PAGE:
-        raise Failure("EXCESSIVE_PAGINATION", f"Requesting {first} records on the `{connection}` connection exceeds "
-                                              f"the `first` limit of {MAX_PAGE} records.")
+        raise Failure(
+            "EXCESSIVE_PAGINATION",
+            f"Requesting {first} records on the `{connection}` connection exceeds "
+            f"the `first` limit of {MAX_PAGE} records.",
+        )
     if first < 0:
         raise Failure("INVALID_PAGINATION", f"`first` on the `{connection}` connection cannot be less than zero.")
     start = _after(after)
-    edges = [Edge(_cursor(start + offset), show(item)) for offset, item in enumerate(items[start:start + first])]
-    info = PageInfo(startCursor=edges[0].cursor if edges else None, endCursor=edges[-1].cursor if edges else None,
-                    hasNextPage=start + first < len(items), hasPreviousPage=start > 0)
+    edges = [Edge(_cursor(start + offset), show(item)) for offset, item in enumerate(items[start : start + first])]
+    info = PageInfo(
+        startCursor=edges[0].cursor if edges else None,
+        endCursor=edges[-1].cursor if edges else None,
+        hasNextPage=start + first < len(items),
+        hasPreviousPage=start > 0,
+    )
     return Connection(totalCount=len(items), nodes=[edge.node for edge in edges], edges=edges, pageInfo=info)
 
 
 # the objects a query walks through: one class per GraphQL type, its fields as attributes (or
 # methods, for fields with arguments), as graphql-core's default resolver reads them
+
 
 class ActorNode:
     def __init__(self, context: Context, account: Account) -> None:
@@ -400,6 +413,7 @@ class QueryRoot:
 
 # the endpoint
 
+
 def _shown_error(error: GraphQLError) -> dict[str, Any]:
     """An error as GitHub words it: its type (for the API's own), path, locations, message."""
     shown: dict[str, Any] = {}
@@ -413,12 +427,22 @@ def _shown_error(error: GraphQLError) -> dict[str, Any]:
     return shown
 
 
-def run_query(sandbox: Sandbox, principal: Principal, query: str, variables: dict[str, Any] | None = None,
-              operation_name: str | None = None) -> dict[str, Any]:
+def run_query(
+    sandbox: Sandbox,
+    principal: Principal,
+    query: str,
+    variables: dict[str, Any] | None = None,
+    operation_name: str | None = None,
+) -> dict[str, Any]:
     """The answer to one query, as GitHub's `{"data", "errors"}` (no `data` when the query never ran)."""
     with sandbox.state.locked():
-        result = graphql_sync(SCHEMA, query, root_value=QueryRoot(Context(sandbox, principal)),
-                              variable_values=variables, operation_name=operation_name)
+        result = graphql_sync(
+            SCHEMA,
+            query,
+            root_value=QueryRoot(Context(sandbox, principal)),
+            variable_values=variables,
+            operation_name=operation_name,
+        )
     answer: dict[str, Any] = {}
     if result.data is not None:
         answer["data"] = result.data
@@ -439,8 +463,9 @@ async def graphql_endpoint(request: Request) -> Response:
     if variables is not None and not isinstance(variables, dict):
         return json_response({"errors": [{"message": "Variables are invalid JSON."}]})
     operation = body.get("operationName")
-    return json_response(run_query(sandbox, principal, query, variables,
-                                   operation if isinstance(operation, str) else None))
+    return json_response(
+        run_query(sandbox, principal, query, variables, operation if isinstance(operation, str) else None)
+    )
 
 
 ROUTES = [Route("/graphql", graphql_endpoint, methods=["POST"])]

@@ -81,8 +81,11 @@ def _repository(request: Request) -> Repository:
     owner, name = request.path_params["owner"], request.path_params["repo"]
     found = _sandbox(request).state.repository(owner, name)
     if found is None:
-        raise HumanError(404, f"no repository {owner}/{name} in the sandbox; create it with "
-                              f"`lanebot sandbox repo create {owner}/{name} --from DIR`")
+        raise HumanError(
+            404,
+            f"no repository {owner}/{name} in the sandbox; create it with "
+            f"`lanebot sandbox repo create {owner}/{name} --from DIR`",
+        )
     return found
 
 
@@ -130,12 +133,16 @@ def _person(request: Request, repository: Repository, body: dict[str, Any], need
     effective = actual or ("read" if not repository.private else None)
     if effective is None or _RANK[effective] < _RANK[needs]:
         has = f"has role {actual}" if actual else "is not a collaborator"
-        raise HumanError(403, f"{login} {has} on {repository.full_name} and so cannot do this on GitHub "
-                              f"(it needs {needs} or higher); give them a role that allows it")
+        raise HumanError(
+            403,
+            f"{login} {has} on {repository.full_name} and so cannot do this on GitHub "
+            f"(it needs {needs} or higher); give them a role that allows it",
+        )
     return state.account(login)
 
 
 # repositories
+
 
 async def create_repository(request: Request) -> Response:
     sandbox = _sandbox(request)
@@ -151,10 +158,13 @@ async def create_repository(request: Request) -> Response:
         raise HumanError(409, f"{full_name} already exists in the sandbox")
     try:
         repository = await sandbox.create_repository(
-            full_name, folder.resolve(), private=bool(body.get("private", True)),
+            full_name,
+            folder.resolve(),
+            private=bool(body.get("private", True)),
             owner_type="Organization" if body.get("organization") else "User",
             default_branch=_text(body, "default_branch", required=False) or "main",
-            description=_text(body, "description", required=False))
+            description=_text(body, "description", required=False),
+        )
     except (ValueError, GitError) as error:
         raise HumanError(422, str(error)) from None
     return JSONResponse(_repository_summary(sandbox, repository), status_code=201)
@@ -172,6 +182,7 @@ async def add_collaborator(request: Request) -> Response:
 
 # issues, comments, labels
 
+
 async def open_issue(request: Request) -> Response:
     sandbox, repository = _sandbox(request), _repository(request)
     body = await _body(request)
@@ -181,8 +192,9 @@ async def open_issue(request: Request) -> Response:
         raise HumanError(422, "'labels' must be a list of label names")
     if labels:
         _person(request, repository, {"as": person.login}, "triage")
-    issue = sandbox.open_issue(repository, person, _text(body, "title") or "", _text(body, "body", required=False),
-                               labels)
+    issue = sandbox.open_issue(
+        repository, person, _text(body, "title") or "", _text(body, "body", required=False), labels
+    )
     return JSONResponse(_issue_summary(sandbox, issue), status_code=201)
 
 
@@ -232,6 +244,7 @@ async def remove_label(request: Request) -> Response:
 
 # pull requests and checks
 
+
 async def review(request: Request) -> Response:
     """Submit a review, with optional inline comments `[{path, line, body, side?, start_line?}]`."""
     sandbox, repository = _sandbox(request), _repository(request)
@@ -264,10 +277,19 @@ def _draft(item: Any) -> CommentDraft:
         raise HumanError(422, f"{shape}, not {item!r}")
     path, line, text = item.get("path"), item.get("line"), item.get("body")
     side, start_line, start_side = item.get("side", "RIGHT"), item.get("start_line"), item.get("start_side")
-    numbers_ok = all(n is None or (isinstance(n, int) and not isinstance(n, bool) and n > 0)
-                     for n in (line, start_line))
-    if not (isinstance(path, str) and path and isinstance(text, str) and text.strip() and line is not None
-            and numbers_ok and side in SIDES and start_side in (None, *SIDES)):
+    numbers_ok = all(
+        n is None or (isinstance(n, int) and not isinstance(n, bool) and n > 0) for n in (line, start_line)
+    )
+    if not (
+        isinstance(path, str)
+        and path
+        and isinstance(text, str)
+        and text.strip()
+        and line is not None
+        and numbers_ok
+        and side in SIDES
+        and start_side in (None, *SIDES)
+    ):
         raise HumanError(422, f"{shape} (line a positive number, side LEFT or RIGHT), not {item!r}")
     return CommentDraft(path=path, body=text, line=line, side=side, start_line=start_line, start_side=start_side)
 
@@ -275,8 +297,10 @@ def _draft(item: Any) -> CommentDraft:
 def _refusal(refused: ReviewRefused) -> str:
     hint = ""
     if refused.field in ("path", "line", "start_line", "position"):
-        hint = (" - an inline comment must be on a line the pull request's diff shows: an added or unchanged "
-                "line of a changed file on RIGHT, a removed or unchanged one on LEFT")
+        hint = (
+            " - an inline comment must be on a line the pull request's diff shows: an added or unchanged "
+            "line of a changed file on RIGHT, a removed or unchanged one on LEFT"
+        )
     return f"GitHub would refuse this: {refused.message}{hint}"
 
 
@@ -304,8 +328,11 @@ async def resolve_thread(request: Request) -> Response:
     pull = repository.issues[comment.pull_number]
     role = sandbox.state.role_of(repository, person.login)
     if person.id != pull.user.id and _RANK.get(role or "", 0) < _RANK["write"]:
-        raise HumanError(403, f"{person.login} may not resolve review threads on {repository.full_name}: GitHub "
-                              "lets the pull request's author or someone with write access do that")
+        raise HumanError(
+            403,
+            f"{person.login} may not resolve review threads on {repository.full_name}: GitHub "
+            "lets the pull request's author or someone with write access do that",
+        )
     thread = sandbox.state.review_threads[comment.root_id]
     sandbox.resolve_thread(thread, person, resolved=resolved)
     return JSONResponse(_thread_summary(sandbox, thread.root_id))
@@ -329,13 +356,19 @@ async def merge(request: Request) -> Response:
         done = "merged" if pull.pull.merged_at else "closed"
         raise HumanError(405, f"#{pull.number} is already {done}; only an open pull request can be merged")
     if pull.pull.draft:
-        raise HumanError(405, f"#{pull.number} is a draft, and GitHub does not merge drafts; open it with "
-                              "draft: false (the sandbox has no 'ready for review' button)")
+        raise HumanError(
+            405,
+            f"#{pull.number} is a draft, and GitHub does not merge drafts; open it with "
+            "draft: false (the sandbox has no 'ready for review' button)",
+        )
     try:
         await sandbox.merge_pull(repository, pull, person)
     except MergeConflict:
-        raise HumanError(405, f"#{pull.number} is not mergeable: {pull.pull.head_ref} conflicts with "
-                              f"{pull.pull.base_ref}; resolve the conflict on the branch first") from None
+        raise HumanError(
+            405,
+            f"#{pull.number} is not mergeable: {pull.pull.head_ref} conflicts with "
+            f"{pull.pull.base_ref}; resolve the conflict on the branch first",
+        ) from None
     return JSONResponse(_issue_summary(sandbox, pull))
 
 
@@ -362,12 +395,21 @@ async def requested_action(request: Request) -> Response:
 
 # the App, deliveries, read-outs
 
+
 async def app_info(request: Request) -> Response:
     sandbox = _sandbox(request)
     app = sandbox.app
-    return JSONResponse({"id": app.id, "slug": app.slug, "client_id": app.client_id, "webhook_url": app.webhook_url,
-                         "events": app.events, "permissions": app.permissions,
-                         "installations": {i.account.login: i.id for i in sandbox.state.installations.values()}})
+    return JSONResponse(
+        {
+            "id": app.id,
+            "slug": app.slug,
+            "client_id": app.client_id,
+            "webhook_url": app.webhook_url,
+            "events": app.events,
+            "permissions": app.permissions,
+            "installations": {i.account.login: i.id for i in sandbox.state.installations.values()},
+        }
+    )
 
 
 async def update_app(request: Request) -> Response:
@@ -408,6 +450,7 @@ async def requests_served(request: Request) -> Response:
 
 # faults (test-only; see bot.sandbox.faults)
 
+
 def _whole_number(body: dict[str, Any], name: str) -> int | None:
     value = body.get(name)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
@@ -423,10 +466,14 @@ async def add_fault(request: Request) -> Response:
     if not isinstance(body.get("drop_answer", False), bool):
         raise HumanError(422, f"'drop_answer' must be true or false, not {body['drop_answer']!r}")
     try:
-        fault = Fault(method=_text(body, "method") or "", path=_text(body, "path") or "",
-                      status=_whole_number(body, "status"), drop_answer=body.get("drop_answer") is True,
-                      body_contains=_text(body, "body_contains", required=False),
-                      times=_whole_number(body, "times") if "times" in body else 1)
+        fault = Fault(
+            method=_text(body, "method") or "",
+            path=_text(body, "path") or "",
+            status=_whole_number(body, "status"),
+            drop_answer=body.get("drop_answer") is True,
+            body_contains=_text(body, "body_contains", required=False),
+            times=_whole_number(body, "times") if "times" in body else 1,
+        )
     except FaultError as error:
         raise HumanError(422, str(error)) from None
     sandbox.faults.add(fault)
@@ -444,15 +491,23 @@ async def clear_faults(request: Request) -> Response:
 
 
 def _faults_summary(sandbox: Sandbox) -> dict[str, Any]:
-    return {"pending": [fault.describe() for fault in sandbox.faults.pending],
-            "fired": [{"method": method, "path": path, "fault": fault.describe()}
-                      for method, path, fault in sandbox.faults.fired]}
+    return {
+        "pending": [fault.describe() for fault in sandbox.faults.pending],
+        "fired": [
+            {"method": method, "path": path, "fault": fault.describe()} for method, path, fault in sandbox.faults.fired
+        ],
+    }
 
 
 async def state(request: Request) -> Response:
     sandbox = _sandbox(request)
-    return JSONResponse({"repositories": [await _repository_readout(sandbox, repository)
-                                          for repository in sandbox.state.repositories.values()]})
+    return JSONResponse(
+        {
+            "repositories": [
+                await _repository_readout(sandbox, repository) for repository in sandbox.state.repositories.values()
+            ]
+        }
+    )
 
 
 async def repository_state(request: Request) -> Response:
@@ -461,9 +516,14 @@ async def repository_state(request: Request) -> Response:
 
 
 def _repository_summary(sandbox: Sandbox, repository: Repository) -> dict[str, Any]:
-    return {"full_name": repository.full_name, "id": repository.id, "private": repository.private,
-            "default_branch": repository.default_branch, "clone_url": sandbox.renderer.clone_url(repository),
-            "installation_id": repository.installation_id}
+    return {
+        "full_name": repository.full_name,
+        "id": repository.id,
+        "private": repository.private,
+        "default_branch": repository.default_branch,
+        "clone_url": sandbox.renderer.clone_url(repository),
+        "installation_id": repository.installation_id,
+    }
 
 
 def _collaborators(repository: Repository) -> dict[str, str]:
@@ -472,48 +532,87 @@ def _collaborators(repository: Repository) -> dict[str, str]:
 
 def _comment_summary(sandbox: Sandbox, comment_id: int) -> dict[str, Any]:
     found = sandbox.state.comments[comment_id]
-    return {"id": found.id, "user": found.user.login, "body": found.body, "by_app": found.by_app,
-            "created_at": timestamp(found.created_at), "updated_at": timestamp(found.updated_at),
-            "reactions": [{"user": r.user.login, "content": r.content} for r in found.reactions]}
+    return {
+        "id": found.id,
+        "user": found.user.login,
+        "body": found.body,
+        "by_app": found.by_app,
+        "created_at": timestamp(found.created_at),
+        "updated_at": timestamp(found.updated_at),
+        "reactions": [{"user": r.user.login, "content": r.content} for r in found.reactions],
+    }
 
 
 def _issue_summary(sandbox: Sandbox, issue: Issue) -> dict[str, Any]:
     summary: dict[str, Any] = {
-        "number": issue.number, "title": issue.title, "body": issue.body, "state": issue.state,
-        "user": issue.user.login, "labels": [label.name for label in issue.labels],
+        "number": issue.number,
+        "title": issue.title,
+        "body": issue.body,
+        "state": issue.state,
+        "user": issue.user.login,
+        "labels": [label.name for label in issue.labels],
         "comments": [_comment_summary(sandbox, comment_id) for comment_id in issue.comment_ids],
         "reactions": [{"user": r.user.login, "content": r.content} for r in issue.reactions],
     }
     if issue.pull is not None:
-        summary["pull_request"] = {"head": issue.pull.head_ref, "head_sha": issue.pull.head_sha,
-                                   "base": issue.pull.base_ref, "draft": issue.pull.draft,
-                                   "commits": issue.pull.commits, "changed_files": issue.pull.changed_files,
-                                   "merged": issue.pull.merged_at is not None,
-                                   "merge_commit_sha": issue.pull.merge_commit_sha,
-                                   "requested_reviewers": [a.login for a in issue.pull.requested_reviewers]}
+        summary["pull_request"] = {
+            "head": issue.pull.head_ref,
+            "head_sha": issue.pull.head_sha,
+            "base": issue.pull.base_ref,
+            "draft": issue.pull.draft,
+            "commits": issue.pull.commits,
+            "changed_files": issue.pull.changed_files,
+            "merged": issue.pull.merged_at is not None,
+            "merge_commit_sha": issue.pull.merge_commit_sha,
+            "requested_reviewers": [a.login for a in issue.pull.requested_reviewers],
+        }
     return summary
 
 
 def _review_comment_summary(comment: ReviewComment) -> dict[str, Any]:
-    return {"id": comment.id, "pull": comment.pull_number, "review_id": comment.review_id, "path": comment.path,
-            "line": comment.line, "side": comment.side, "body": comment.body, "user": comment.user.login,
-            "in_reply_to_id": comment.in_reply_to_id, "commit_id": comment.commit_id}
+    return {
+        "id": comment.id,
+        "pull": comment.pull_number,
+        "review_id": comment.review_id,
+        "path": comment.path,
+        "line": comment.line,
+        "side": comment.side,
+        "body": comment.body,
+        "user": comment.user.login,
+        "in_reply_to_id": comment.in_reply_to_id,
+        "commit_id": comment.commit_id,
+    }
 
 
 def _thread_summary(sandbox: Sandbox, root_id: int) -> dict[str, Any]:
     thread = sandbox.state.review_threads[root_id]
     root = sandbox.state.review_comments[root_id]
-    return {"root_id": root_id, "pull": thread.pull_number, "path": root.path, "line": root.line,
-            "outdated": root.outdated, "resolved": thread.resolved,
-            "resolved_by": thread.resolved_by.login if thread.resolved_by else None,
-            "comments": [c.id for c in sandbox.state.thread_comments(thread)]}
+    return {
+        "root_id": root_id,
+        "pull": thread.pull_number,
+        "path": root.path,
+        "line": root.line,
+        "outdated": root.outdated,
+        "resolved": thread.resolved,
+        "resolved_by": thread.resolved_by.login if thread.resolved_by else None,
+        "comments": [c.id for c in sandbox.state.thread_comments(thread)],
+    }
 
 
 def _check_run_summary(run: CheckRun) -> dict[str, Any]:
-    return {"id": run.id, "name": run.name, "head_sha": run.head_sha, "status": run.status,
-            "conclusion": run.conclusion, "started_at": timestamp(run.started_at),
-            "completed_at": timestamp(run.completed_at), "output": dict(run.output), "actions": list(run.actions),
-            "details_url": run.details_url, "external_id": run.external_id}
+    return {
+        "id": run.id,
+        "name": run.name,
+        "head_sha": run.head_sha,
+        "status": run.status,
+        "conclusion": run.conclusion,
+        "started_at": timestamp(run.started_at),
+        "completed_at": timestamp(run.completed_at),
+        "output": dict(run.output),
+        "actions": list(run.actions),
+        "details_url": run.details_url,
+        "external_id": run.external_id,
+    }
 
 
 async def _repository_readout(sandbox: Sandbox, repository: Repository) -> dict[str, Any]:
@@ -521,19 +620,38 @@ async def _repository_readout(sandbox: Sandbox, repository: Repository) -> dict[
     issues = sorted(repository.issues.values(), key=lambda issue: issue.number)
     return {
         **_repository_summary(sandbox, repository),
-        "collaborators": _collaborators(repository), "branches": branches,
+        "collaborators": _collaborators(repository),
+        "branches": branches,
         "labels": sorted(label.name for label in repository.labels.values()),
         "issues": [_issue_summary(sandbox, issue) for issue in issues if issue.pull is None],
         "pulls": [_issue_summary(sandbox, issue) for issue in issues if issue.pull is not None],
-        "check_runs": [_check_run_summary(run) for run in sorted(sandbox.state.check_runs_of(repository),
-                                                                 key=lambda run: run.id)],
-        "reviews": [{"id": r.id, "pull": r.pull_number, "user": r.user.login, "state": r.state, "body": r.body,
-                     "commit_id": r.commit_id} for r in repository.reviews],
-        "review_comments": [_review_comment_summary(c) for c in sorted(
-            (c for c in sandbox.state.review_comments.values() if c.repository_id == repository.id),
-            key=lambda c: c.id)],
-        "review_threads": [_thread_summary(sandbox, root_id) for root_id in sorted(
-            t.root_id for t in sandbox.state.review_threads.values() if t.repository_id == repository.id)],
+        "check_runs": [
+            _check_run_summary(run) for run in sorted(sandbox.state.check_runs_of(repository), key=lambda run: run.id)
+        ],
+        "reviews": [
+            {
+                "id": r.id,
+                "pull": r.pull_number,
+                "user": r.user.login,
+                "state": r.state,
+                "body": r.body,
+                "commit_id": r.commit_id,
+            }
+            for r in repository.reviews
+        ],
+        "review_comments": [
+            _review_comment_summary(c)
+            for c in sorted(
+                (c for c in sandbox.state.review_comments.values() if c.repository_id == repository.id),
+                key=lambda c: c.id,
+            )
+        ],
+        "review_threads": [
+            _thread_summary(sandbox, root_id)
+            for root_id in sorted(
+                t.root_id for t in sandbox.state.review_threads.values() if t.repository_id == repository.id
+            )
+        ],
     }
 
 

@@ -53,6 +53,7 @@ def starlette_routes(rest_routes: Sequence[RestRoute]) -> list[Route]:
         async def endpoint(request: Request) -> Response:
             request.scope["sandbox.docs"] = rest_route.docs
             return await rest_route.handler(request)
+
         return endpoint
 
     return [Route(r.path, bind(r), methods=[r.method], include_in_schema=False) for r in rest_routes]
@@ -67,8 +68,9 @@ def sandbox_of(request: Request) -> Sandbox:
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(json.dumps(data, ensure_ascii=False), status_code=status, media_type=JSON_MEDIA_TYPE,
-                    headers=headers)
+    return Response(
+        json.dumps(data, ensure_ascii=False), status_code=status, media_type=JSON_MEDIA_TYPE, headers=headers
+    )
 
 
 def empty_response(status: int = 204) -> Response:
@@ -138,7 +140,7 @@ def paginate(request: Request, items: Sequence[T]) -> tuple[list[T], dict[str, s
     per_page = _query_int(request, "per_page", DEFAULT_PER_PAGE, 1, MAX_PER_PAGE)
     page = _query_int(request, "page", 1, 1, 10**9)
     last = max(1, -(-len(items) // per_page))
-    chosen = list(items[(page - 1) * per_page: page * per_page])
+    chosen = list(items[(page - 1) * per_page : page * per_page])
     relations = []
     if page < last:
         relations += [("next", page + 1), ("last", last)]
@@ -162,8 +164,15 @@ def _page_url(request: Request, page: int) -> str:
     return f"{base}?{urlencode(params)}"
 
 
-def text_field(request: Request, body: dict[str, Any], name: str, *, required: bool, where: str = "properties",
-               limit: int | None = None) -> str | None:
+def text_field(
+    request: Request,
+    body: dict[str, Any],
+    name: str,
+    *,
+    required: bool,
+    where: str = "properties",
+    limit: int | None = None,
+) -> str | None:
     """The string `body[name]` (None when absent and not `required`), refused as GitHub refuses it:
     missing, not a string, or (with `limit`) longer than `limit` characters."""
     value = body.get(name)

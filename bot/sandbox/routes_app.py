@@ -24,8 +24,9 @@ from bot.sandbox.state import Installation
 
 APPS = "https://docs.github.com/rest/apps/apps"
 HOOKS = "https://docs.github.com/rest/apps/webhooks"
-NOT_IN_INSTALLATION = ("There is at least one repository that does not exist or is not accessible to the parent "
-                       "installation.")
+NOT_IN_INSTALLATION = (
+    "There is at least one repository that does not exist or is not accessible to the parent installation."
+)
 NOT_GRANTED = "The permissions requested are not granted to this installation."
 
 
@@ -71,7 +72,9 @@ async def create_access_token(request: Request) -> Response:
         raise GitHubError(422, NOT_GRANTED, documentation_url=docs_url(request))
     value, token = sandbox.tokens.mint(installation, permissions, repository_ids)
     answer: dict[str, Any] = {
-        "token": value, "expires_at": timestamp(token.expires_at), "permissions": token.permissions,
+        "token": value,
+        "expires_at": timestamp(token.expires_at),
+        "permissions": token.permissions,
         "repository_selection": "selected",
     }
     if repository_ids is not None:
@@ -80,14 +83,20 @@ async def create_access_token(request: Request) -> Response:
     return json_response(answer, status=201)
 
 
-def _requested_repositories(request: Request, installation: Installation, body: dict[str, Any]) -> frozenset[int] | None:
+def _requested_repositories(
+    request: Request, installation: Installation, body: dict[str, Any]
+) -> frozenset[int] | None:
     names, ids = body.get("repositories"), body.get("repository_ids")
     if names is None and ids is None:
         return None
     if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
-        raise invalid_request(docs_url(request), f"For 'properties/repositories', {names!r} is not an array of strings.")
+        raise invalid_request(
+            docs_url(request), f"For 'properties/repositories', {names!r} is not an array of strings."
+        )
     if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, int) for i in ids)):
-        raise invalid_request(docs_url(request), f"For 'properties/repository_ids', {ids!r} is not an array of integers.")
+        raise invalid_request(
+            docs_url(request), f"For 'properties/repository_ids', {ids!r} is not an array of integers."
+        )
     state = sandbox_of(request).state
     chosen: set[int] = set()
     for name in names or []:
@@ -106,8 +115,12 @@ async def installation_repositories(request: Request) -> Response:
     principal = caller(request)
     sandbox = sandbox_of(request)
     if principal.kind != "installation" or principal.token is None:
-        raise GitHubError(403, "You must authenticate with an installation access token in order to list "
-                               "repositories for an installation.", documentation_url=docs_url(request))
+        raise GitHubError(
+            403,
+            "You must authenticate with an installation access token in order to list "
+            "repositories for an installation.",
+            documentation_url=docs_url(request),
+        )
     installation = sandbox.state.installations[principal.token.installation_id]
     ids = principal.token.repository_ids or frozenset(installation.repository_ids)
     repositories = [sandbox.state.repository_by_id(rid) for rid in sorted(ids)]
@@ -188,29 +201,54 @@ async def rate_limit(request: Request) -> Response:
     sandbox = sandbox_of(request)
     core = sandbox.limiter.peek(principal)
     core_json = {"limit": core.limit, "used": core.used, "remaining": core.remaining, "reset": core.reset}
-    others = {name: {"limit": limit, "used": 0, "remaining": limit, "reset": core.reset}
-              for name, limit in (("search", 30), ("graphql", 5000), ("integration_manifest", 5000),
-                                  ("code_search", 10))}
+    others = {
+        name: {"limit": limit, "used": 0, "remaining": limit, "reset": core.reset}
+        for name, limit in (("search", 30), ("graphql", 5000), ("integration_manifest", 5000), ("code_search", 10))
+    }
     return json_response({"resources": {"core": core_json, **others}, "rate": core_json})
 
 
 ROUTES = (
     RestRoute("GET", "/app", get_app, f"{APPS}#get-the-authenticated-app"),
     RestRoute("GET", "/app/installations", list_installations, f"{APPS}#list-installations-for-the-authenticated-app"),
-    RestRoute("GET", "/app/installations/{installation_id}", get_installation,
-              f"{APPS}#get-an-installation-for-the-authenticated-app"),
-    RestRoute("POST", "/app/installations/{installation_id}/access_tokens", create_access_token,
-              f"{APPS}#create-an-installation-access-token-for-an-app"),
-    RestRoute("GET", "/repos/{owner}/{repo}/installation", repository_installation,
-              f"{APPS}#get-a-repository-installation-for-the-authenticated-app"),
-    RestRoute("GET", "/installation/repositories", installation_repositories,
-              "https://docs.github.com/rest/apps/installations#list-repositories-accessible-to-the-app-installation"),
+    RestRoute(
+        "GET",
+        "/app/installations/{installation_id}",
+        get_installation,
+        f"{APPS}#get-an-installation-for-the-authenticated-app",
+    ),
+    RestRoute(
+        "POST",
+        "/app/installations/{installation_id}/access_tokens",
+        create_access_token,
+        f"{APPS}#create-an-installation-access-token-for-an-app",
+    ),
+    RestRoute(
+        "GET",
+        "/repos/{owner}/{repo}/installation",
+        repository_installation,
+        f"{APPS}#get-a-repository-installation-for-the-authenticated-app",
+    ),
+    RestRoute(
+        "GET",
+        "/installation/repositories",
+        installation_repositories,
+        "https://docs.github.com/rest/apps/installations#list-repositories-accessible-to-the-app-installation",
+    ),
     RestRoute("GET", "/app/hook/config", get_hook_config, f"{HOOKS}#get-a-webhook-configuration-for-an-app"),
     RestRoute("PATCH", "/app/hook/config", update_hook_config, f"{HOOKS}#update-a-webhook-configuration-for-an-app"),
     RestRoute("GET", "/app/hook/deliveries", list_deliveries, f"{HOOKS}#list-deliveries-for-an-app-webhook"),
     RestRoute("GET", "/app/hook/deliveries/{delivery_id}", get_delivery, f"{HOOKS}#get-a-delivery-for-an-app-webhook"),
-    RestRoute("POST", "/app/hook/deliveries/{delivery_id}/attempts", redeliver,
-              f"{HOOKS}#redeliver-a-delivery-for-an-app-webhook"),
-    RestRoute("GET", "/rate_limit", rate_limit,
-              "https://docs.github.com/rest/rate-limit/rate-limit#get-rate-limit-status-for-the-authenticated-user"),
+    RestRoute(
+        "POST",
+        "/app/hook/deliveries/{delivery_id}/attempts",
+        redeliver,
+        f"{HOOKS}#redeliver-a-delivery-for-an-app-webhook",
+    ),
+    RestRoute(
+        "GET",
+        "/rate_limit",
+        rate_limit,
+        "https://docs.github.com/rest/rate-limit/rate-limit#get-rate-limit-status-for-the-authenticated-user",
+    ),
 )

@@ -46,12 +46,15 @@ def validated_fields(docs: str, body: dict[str, Any], *, creating: bool) -> dict
     status, conclusion = body.get("status"), body.get("conclusion")
     if status is not None:
         if status not in CHECK_STATUSES:
-            raise invalid_request(docs, f"For 'properties/status', {status!r} is not one of {', '.join(CHECK_STATUSES)}.")
+            raise invalid_request(
+                docs, f"For 'properties/status', {status!r} is not one of {', '.join(CHECK_STATUSES)}."
+            )
         fields["status"] = status
     if conclusion is not None:
         if conclusion not in CHECK_CONCLUSIONS:
-            raise invalid_request(docs, f"For 'properties/conclusion', {conclusion!r} is not one of "
-                                        f"{', '.join(CHECK_CONCLUSIONS)}.")
+            raise invalid_request(
+                docs, f"For 'properties/conclusion', {conclusion!r} is not one of {', '.join(CHECK_CONCLUSIONS)}."
+            )
         fields["conclusion"] = conclusion
     if status == "completed" and conclusion is None:
         raise missing_field(docs, "conclusion")
@@ -86,22 +89,28 @@ def _output(docs: str, output: Any) -> dict[str, Any]:
             raise too_long(docs, OUTPUT_LIMIT, len(value))
     annotations = output.get("annotations") or []
     if not isinstance(annotations, list) or len(annotations) > MAX_ANNOTATIONS:
-        raise invalid_request(docs, f"For 'properties/annotations', at most {MAX_ANNOTATIONS} annotations are "
-                                    "allowed in one request.")
+        raise invalid_request(
+            docs, f"For 'properties/annotations', at most {MAX_ANNOTATIONS} annotations are allowed in one request."
+        )
     for annotation in annotations:
         missing = [name for name in ANNOTATION_FIELDS if not isinstance(annotation, dict) or name not in annotation]
         if missing:
             raise missing_field(docs, missing[0])
-    return {"title": output["title"], "summary": output["summary"], "text": output.get("text"),
-            "annotations": annotations}
+    return {
+        "title": output["title"],
+        "summary": output["summary"],
+        "text": output.get("text"),
+        "annotations": annotations,
+    }
 
 
 def _actions(docs: str, actions: Any) -> list[dict[str, str]]:
     if not isinstance(actions, list):
         raise invalid_request(docs, f"For 'properties/actions', {actions!r} is not an array.")
     if len(actions) > MAX_ACTIONS:
-        raise invalid_request(docs, f"For 'properties/actions', {len(actions)} items were supplied; "
-                                    f"at most {MAX_ACTIONS} are allowed.")
+        raise invalid_request(
+            docs, f"For 'properties/actions', {len(actions)} items were supplied; at most {MAX_ACTIONS} are allowed."
+        )
     checked = []
     for action in actions:
         if not isinstance(action, dict):
@@ -111,8 +120,9 @@ def _actions(docs: str, actions: Any) -> list[dict[str, str]]:
             if not isinstance(value, str):
                 raise missing_field(docs, name)
             if len(value) > limit:
-                raise invalid_request(docs, f"For 'properties/{name}', {value!r} is too long "
-                                            f"(maximum is {limit} characters).")
+                raise invalid_request(
+                    docs, f"For 'properties/{name}', {value!r} is too long (maximum is {limit} characters)."
+                )
         checked.append({name: action[name] for name in ACTION_LIMITS})
     return checked
 
@@ -166,8 +176,9 @@ async def list_for_ref(request: Request) -> Response:
     if "status" in request.query_params:
         runs = [r for r in runs if r.status == request.query_params["status"]]
     page, headers = paginate(request, runs)
-    return json_response({"total_count": len(runs), "check_runs": [sandbox.renderer.check_run(repo, r) for r in page]},
-                         headers=headers)
+    return json_response(
+        {"total_count": len(runs), "check_runs": [sandbox.renderer.check_run(repo, r) for r in page]}, headers=headers
+    )
 
 
 _REPO = "/repos/{owner}/{repo}"
@@ -175,6 +186,7 @@ ROUTES = (
     RestRoute("POST", f"{_REPO}/check-runs", create_check_run, f"{RUNS}#create-a-check-run"),
     RestRoute("GET", f"{_REPO}/check-runs/{{check_run_id}}", get_check_run, f"{RUNS}#get-a-check-run"),
     RestRoute("PATCH", f"{_REPO}/check-runs/{{check_run_id}}", update_check_run, f"{RUNS}#update-a-check-run"),
-    RestRoute("GET", f"{_REPO}/commits/{{ref:path}}/check-runs", list_for_ref,
-              f"{RUNS}#list-check-runs-for-a-git-reference"),
+    RestRoute(
+        "GET", f"{_REPO}/commits/{{ref:path}}/check-runs", list_for_ref, f"{RUNS}#list-check-runs-for-a-git-reference"
+    ),
 )

@@ -48,8 +48,9 @@ def _text(request: Request, body: dict[str, Any], name: str, *, required: bool) 
 def _check_body_length(request: Request, resource: str, body: str | None) -> None:
     if body is not None and len(body) > COMMENT_LIMIT:
         message = f"Body is too long (maximum is {COMMENT_LIMIT} characters)"
-        raise validation_failed(docs_url(request), {"resource": resource, "code": "unprocessable",
-                                                    "field": "data", "message": message})
+        raise validation_failed(
+            docs_url(request), {"resource": resource, "code": "unprocessable", "field": "data", "message": message}
+        )
 
 
 def _label_names(request: Request, body: Any) -> list[str]:
@@ -66,18 +67,20 @@ def _label_names(request: Request, body: Any) -> list[str]:
 
 # issues
 
+
 async def list_issues(request: Request) -> Response:
     sandbox, _, repo = repository(request, "issues", "read")
     state = request.query_params.get("state", "open")
     issues = [i for i in repo.issues.values() if state == "all" or i.state == state]
     wanted = [name.strip().lower() for name in request.query_params.get("labels", "").split(",") if name.strip()]
     if wanted:
-        issues = [i for i in issues if all(any(l.name.lower() == w for l in i.labels) for w in wanted)]
+        issues = [i for i in issues if all(any(label.name.lower() == w for label in i.labels) for w in wanted)]
     since = request.query_params.get("since")
     if since:
         issues = [i for i in issues if i.updated_at >= _parse_time(request, since)]
     key = {"updated": lambda i: i.updated_at, "comments": lambda i: len(i.comment_ids)}.get(
-        request.query_params.get("sort", "created"), lambda i: i.created_at)
+        request.query_params.get("sort", "created"), lambda i: i.created_at
+    )
     issues.sort(key=lambda i: (key(i), i.number), reverse=request.query_params.get("direction", "desc") != "asc")
     page, headers = paginate(request, issues)
     return json_response([sandbox.renderer.issue(repo, i, rest=True) for i in page], headers=headers)
@@ -124,6 +127,7 @@ async def update_issue(request: Request) -> Response:
 
 
 # comments
+
 
 async def list_comments(request: Request) -> Response:
     sandbox, _, repo = repository(request, "issues", "read")
@@ -172,14 +176,16 @@ async def update_comment(request: Request) -> Response:
 
 # reactions
 
+
 async def _react(request: Request, reactions_of: Any) -> Response:
     sandbox, _, repo = repository(request, "issues", "write")
     reactions = reactions_of(sandbox, repo)
     body = await read_json(request)
     content = _text(request, body, "content", required=True)
     if content not in REACTION_CONTENTS:
-        raise invalid_request(docs_url(request), f"For 'properties/content', {content!r} is not one of "
-                                                 f"{', '.join(REACTION_CONTENTS)}.")
+        raise invalid_request(
+            docs_url(request), f"For 'properties/content', {content!r} is not one of {', '.join(REACTION_CONTENTS)}."
+        )
     reaction, created = sandbox.state.react(reactions, sandbox.bot, content)
     return json_response(sandbox.renderer.reaction(reaction), status=201 if created else 200)
 
@@ -203,6 +209,7 @@ async def list_comment_reactions(request: Request) -> Response:
 
 # labels
 
+
 async def list_labels(request: Request) -> Response:
     sandbox, _, repo = repository(request, "issues", "read")
     page, headers = paginate(request, sorted(repo.labels.values(), key=lambda label: label.name.lower()))
@@ -220,8 +227,9 @@ async def create_label(request: Request) -> Response:
     try:
         label = sandbox.state.create_label(repo, name, color, description)
     except LabelExists:
-        raise validation_failed(docs_url(request),
-                                {"resource": "Label", "code": "already_exists", "field": "name"}) from None
+        raise validation_failed(
+            docs_url(request), {"resource": "Label", "code": "already_exists", "field": "name"}
+        ) from None
     return json_response(sandbox.renderer.label(repo, label), status=201)
 
 
@@ -267,31 +275,60 @@ _REPO = "/repos/{owner}/{repo}"
 ROUTES = (
     RestRoute("GET", f"{_REPO}/issues", list_issues, f"{ISSUES}/issues#list-repository-issues"),
     RestRoute("POST", f"{_REPO}/issues", create_issue, f"{ISSUES}/issues#create-an-issue"),
-    RestRoute("GET", f"{_REPO}/issues/comments", list_repository_comments,
-              f"{ISSUES}/comments#list-issue-comments-for-a-repository"),
+    RestRoute(
+        "GET",
+        f"{_REPO}/issues/comments",
+        list_repository_comments,
+        f"{ISSUES}/comments#list-issue-comments-for-a-repository",
+    ),
     RestRoute("GET", f"{_REPO}/issues/comments/{{comment_id}}", get_comment, f"{ISSUES}/comments#get-an-issue-comment"),
-    RestRoute("PATCH", f"{_REPO}/issues/comments/{{comment_id}}", update_comment,
-              f"{ISSUES}/comments#update-an-issue-comment"),
-    RestRoute("GET", f"{_REPO}/issues/comments/{{comment_id}}/reactions", list_comment_reactions,
-              "https://docs.github.com/rest/reactions/reactions#list-reactions-for-an-issue-comment"),
-    RestRoute("POST", f"{_REPO}/issues/comments/{{comment_id}}/reactions", react_to_comment,
-              "https://docs.github.com/rest/reactions/reactions#create-reaction-for-an-issue-comment"),
+    RestRoute(
+        "PATCH", f"{_REPO}/issues/comments/{{comment_id}}", update_comment, f"{ISSUES}/comments#update-an-issue-comment"
+    ),
+    RestRoute(
+        "GET",
+        f"{_REPO}/issues/comments/{{comment_id}}/reactions",
+        list_comment_reactions,
+        "https://docs.github.com/rest/reactions/reactions#list-reactions-for-an-issue-comment",
+    ),
+    RestRoute(
+        "POST",
+        f"{_REPO}/issues/comments/{{comment_id}}/reactions",
+        react_to_comment,
+        "https://docs.github.com/rest/reactions/reactions#create-reaction-for-an-issue-comment",
+    ),
     RestRoute("GET", f"{_REPO}/issues/{{issue_number}}", get_issue, f"{ISSUES}/issues#get-an-issue"),
     RestRoute("PATCH", f"{_REPO}/issues/{{issue_number}}", update_issue, f"{ISSUES}/issues#update-an-issue"),
-    RestRoute("GET", f"{_REPO}/issues/{{issue_number}}/comments", list_comments,
-              f"{ISSUES}/comments#list-issue-comments"),
-    RestRoute("POST", f"{_REPO}/issues/{{issue_number}}/comments", create_comment,
-              f"{ISSUES}/comments#create-an-issue-comment"),
-    RestRoute("POST", f"{_REPO}/issues/{{issue_number}}/reactions", react_to_issue,
-              "https://docs.github.com/rest/reactions/reactions#create-reaction-for-an-issue"),
-    RestRoute("GET", f"{_REPO}/issues/{{issue_number}}/labels", list_issue_labels,
-              f"{ISSUES}/labels#list-labels-for-an-issue"),
-    RestRoute("POST", f"{_REPO}/issues/{{issue_number}}/labels", add_issue_labels,
-              f"{ISSUES}/labels#add-labels-to-an-issue"),
-    RestRoute("PUT", f"{_REPO}/issues/{{issue_number}}/labels", set_issue_labels,
-              f"{ISSUES}/labels#set-labels-for-an-issue"),
-    RestRoute("DELETE", f"{_REPO}/issues/{{issue_number}}/labels/{{name:path}}", remove_issue_label,
-              f"{ISSUES}/labels#remove-a-label-from-an-issue"),
+    RestRoute(
+        "GET", f"{_REPO}/issues/{{issue_number}}/comments", list_comments, f"{ISSUES}/comments#list-issue-comments"
+    ),
+    RestRoute(
+        "POST",
+        f"{_REPO}/issues/{{issue_number}}/comments",
+        create_comment,
+        f"{ISSUES}/comments#create-an-issue-comment",
+    ),
+    RestRoute(
+        "POST",
+        f"{_REPO}/issues/{{issue_number}}/reactions",
+        react_to_issue,
+        "https://docs.github.com/rest/reactions/reactions#create-reaction-for-an-issue",
+    ),
+    RestRoute(
+        "GET", f"{_REPO}/issues/{{issue_number}}/labels", list_issue_labels, f"{ISSUES}/labels#list-labels-for-an-issue"
+    ),
+    RestRoute(
+        "POST", f"{_REPO}/issues/{{issue_number}}/labels", add_issue_labels, f"{ISSUES}/labels#add-labels-to-an-issue"
+    ),
+    RestRoute(
+        "PUT", f"{_REPO}/issues/{{issue_number}}/labels", set_issue_labels, f"{ISSUES}/labels#set-labels-for-an-issue"
+    ),
+    RestRoute(
+        "DELETE",
+        f"{_REPO}/issues/{{issue_number}}/labels/{{name:path}}",
+        remove_issue_label,
+        f"{ISSUES}/labels#remove-a-label-from-an-issue",
+    ),
     RestRoute("GET", f"{_REPO}/labels", list_labels, f"{ISSUES}/labels#list-labels-for-a-repository"),
     RestRoute("POST", f"{_REPO}/labels", create_label, f"{ISSUES}/labels#create-a-label"),
     RestRoute("GET", f"{_REPO}/labels/{{name:path}}", get_label, f"{ISSUES}/labels#get-a-label"),

@@ -52,8 +52,9 @@ async def _mergeable(sandbox: Sandbox, repo: Repository, pull: Issue) -> bool | 
     assert pull.pull is not None
     if pull.state != "open":
         return None
-    return await sandbox.in_thread(sandbox.git.mergeable, repo.owner.login, repo.name, pull.pull.base_sha,
-                                   pull.pull.head_sha)
+    return await sandbox.in_thread(
+        sandbox.git.mergeable, repo.owner.login, repo.name, pull.pull.base_sha, pull.pull.head_sha
+    )
 
 
 async def create_pull(request: Request) -> Response:
@@ -71,20 +72,32 @@ async def create_pull(request: Request) -> Response:
     base_sha = await sandbox.in_thread(sandbox.git.resolve, owner, name, f"refs/heads/{base}")
     if base_sha is None:
         raise validation_failed(docs_url(request), _error("base", "invalid"))
-    head_sha = None if head_branch is None else await sandbox.in_thread(sandbox.git.resolve, owner, name,
-                                                                         f"refs/heads/{head_branch}")
+    head_sha = (
+        None
+        if head_branch is None
+        else await sandbox.in_thread(sandbox.git.resolve, owner, name, f"refs/heads/{head_branch}")
+    )
     if head_branch is None or head_sha is None:
         raise validation_failed(docs_url(request), _error("head", "invalid"))
     if await sandbox.in_thread(sandbox.git.commits_between, owner, name, base_sha, head_sha) == 0:
         raise validation_failed(docs_url(request), _custom(f"No commits between {base} and {head_branch}"))
     try:
-        pull = sandbox.state.open_pull(repo, sandbox.bot, title=body["title"], body=text, head_ref=head_branch,
-                                       head_sha=head_sha, base_ref=base, base_sha=base_sha,
-                                       draft=bool(body.get("draft", False)),
-                                       maintainer_can_modify=bool(body.get("maintainer_can_modify", False)))
+        pull = sandbox.state.open_pull(
+            repo,
+            sandbox.bot,
+            title=body["title"],
+            body=text,
+            head_ref=head_branch,
+            head_sha=head_sha,
+            base_ref=base,
+            base_sha=base_sha,
+            draft=bool(body.get("draft", False)),
+            maintainer_can_modify=bool(body.get("maintainer_can_modify", False)),
+        )
     except DuplicatePullRequest:
-        raise validation_failed(docs_url(request),
-                                _custom(f"A pull request already exists for {repo.owner.login}:{head_branch}.")) from None
+        raise validation_failed(
+            docs_url(request), _custom(f"A pull request already exists for {repo.owner.login}:{head_branch}.")
+        ) from None
     await sandbox.refresh_pull(repo, pull)
     sandbox.pull_opened(repo, pull, sandbox.bot)
     shape = sandbox.renderer.pull_request(repo, pull)
@@ -124,10 +137,13 @@ async def update_pull(request: Request) -> Response:
     if state is not None and state not in ("open", "closed"):
         raise validation_failed(docs_url(request), _error("state", "invalid"))
     if state == "open" and pull.state == "closed" and sandbox.state.pulls(repo, head_ref=pull.pull.head_ref):
-        raise validation_failed(docs_url(request), _custom(
-            f"A pull request already exists for {repo.owner.login}:{pull.pull.head_ref}."))
+        raise validation_failed(
+            docs_url(request), _custom(f"A pull request already exists for {repo.owner.login}:{pull.pull.head_ref}.")
+        )
     if body.get("base"):
-        base_sha = await sandbox.in_thread(sandbox.git.resolve, repo.owner.login, repo.name, f"refs/heads/{body['base']}")
+        base_sha = await sandbox.in_thread(
+            sandbox.git.resolve, repo.owner.login, repo.name, f"refs/heads/{body['base']}"
+        )
         if base_sha is None:
             raise validation_failed(docs_url(request), _error("base", "invalid"))
         pull.pull.base_ref = body["base"]

@@ -27,18 +27,27 @@ async def get_repository(request: Request) -> Response:
 def encode_content(content: bytes) -> str:
     """Base64 in lines of 60 characters, each ending in a newline, as GitHub sends file contents."""
     encoded = base64.b64encode(content).decode()
-    return "".join(encoded[i:i + 60] + "\n" for i in range(0, len(encoded), 60))
+    return "".join(encoded[i : i + 60] + "\n" for i in range(0, len(encoded), 60))
 
 
 def _entry(base_url: str, repo: Repository, ref: str, entry: FileEntry) -> dict[str, Any]:
     api = f"{base_url}/repos/{repo.full_name}"
     self_url = f"{api}/contents/{quote(entry.path)}?ref={quote(ref)}"
     git_url = f"{api}/git/{'trees' if entry.kind == 'dir' else 'blobs'}/{entry.sha}"
-    html_url = f"{base_url}/{repo.full_name}/{'tree' if entry.kind == 'dir' else 'blob'}/{quote(ref)}/{quote(entry.path)}"
+    html_url = (
+        f"{base_url}/{repo.full_name}/{'tree' if entry.kind == 'dir' else 'blob'}/{quote(ref)}/{quote(entry.path)}"
+    )
     download = None if entry.kind == "dir" else f"{base_url}/{repo.full_name}/raw/{quote(ref)}/{quote(entry.path)}"
     return {
-        "type": entry.kind, "size": entry.size, "name": entry.name, "path": entry.path, "sha": entry.sha,
-        "url": self_url, "git_url": git_url, "html_url": html_url, "download_url": download,
+        "type": entry.kind,
+        "size": entry.size,
+        "name": entry.name,
+        "path": entry.path,
+        "sha": entry.sha,
+        "url": self_url,
+        "git_url": git_url,
+        "html_url": html_url,
+        "download_url": download,
         "_links": {"self": self_url, "git": git_url, "html": html_url},
     }
 
@@ -98,21 +107,43 @@ async def get_user(request: Request) -> Response:
     account = sandbox.state.find_account(request.path_params["username"])
     if account is None:
         raise not_found(docs_url(request))
-    return json_response({
-        **sandbox.renderer.user(account), "name": None, "company": None, "blog": "", "location": None,
-        "email": None, "hireable": None, "bio": None, "twitter_username": None, "public_repos": 0,
-        "public_gists": 0, "followers": 0, "following": 0,
-        "created_at": "2008-01-14T04:33:35Z", "updated_at": "2008-01-14T04:33:35Z",
-    })
+    return json_response(
+        {
+            **sandbox.renderer.user(account),
+            "name": None,
+            "company": None,
+            "blog": "",
+            "location": None,
+            "email": None,
+            "hireable": None,
+            "bio": None,
+            "twitter_username": None,
+            "public_repos": 0,
+            "public_gists": 0,
+            "followers": 0,
+            "following": 0,
+            "created_at": "2008-01-14T04:33:35Z",
+            "updated_at": "2008-01-14T04:33:35Z",
+        }
+    )
 
 
 ROUTES = (
     RestRoute("GET", "/users/{username}", get_user, "https://docs.github.com/rest/users/users#get-a-user"),
     RestRoute("GET", "/repos/{owner}/{repo}", get_repository, f"{REPOS}/repos#get-a-repository"),
-    RestRoute("GET", "/repos/{owner}/{repo}/contents/{path:path}", get_contents,
-              f"{REPOS}/contents#get-repository-content"),
-    RestRoute("DELETE", "/repos/{owner}/{repo}/git/refs/{ref:path}", delete_reference,
-              "https://docs.github.com/rest/git/refs#delete-a-reference"),
-    RestRoute("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission", collaborator_permission,
-              "https://docs.github.com/rest/collaborators/collaborators#get-repository-permissions-for-a-user"),
+    RestRoute(
+        "GET", "/repos/{owner}/{repo}/contents/{path:path}", get_contents, f"{REPOS}/contents#get-repository-content"
+    ),
+    RestRoute(
+        "DELETE",
+        "/repos/{owner}/{repo}/git/refs/{ref:path}",
+        delete_reference,
+        "https://docs.github.com/rest/git/refs#delete-a-reference",
+    ),
+    RestRoute(
+        "GET",
+        "/repos/{owner}/{repo}/collaborators/{username}/permission",
+        collaborator_permission,
+        "https://docs.github.com/rest/collaborators/collaborators#get-repository-permissions-for-a-user",
+    ),
 )

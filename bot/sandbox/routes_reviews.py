@@ -35,27 +35,38 @@ REVIEWS = "https://docs.github.com/rest/pulls/reviews"
 COMMENTS = "https://docs.github.com/rest/pulls/comments"
 REVIEW_REQUESTS = "https://docs.github.com/rest/pulls/review-requests"
 EVENTS = ("APPROVE", "REQUEST_CHANGES", "COMMENT")
-PENDING_NOT_KEPT = ("The sandbox does not keep pending reviews: give `event` (APPROVE, REQUEST_CHANGES or COMMENT). "
-                    "Without it GitHub would create a PENDING review that no one else sees until it is submitted.")
+PENDING_NOT_KEPT = (
+    "The sandbox does not keep pending reviews: give `event` (APPROVE, REQUEST_CHANGES or COMMENT). "
+    "Without it GitHub would create a PENDING review that no one else sees until it is submitted."
+)
 AUTHOR_AS_REVIEWER = "Review cannot be requested from pull request author."
-NOT_A_COLLABORATOR = ("Reviews may only be requested from collaborators. One or more of the users or teams you "
-                      "specified is not a collaborator of the {repository} repository.")
+NOT_A_COLLABORATOR = (
+    "Reviews may only be requested from collaborators. One or more of the users or teams you "
+    "specified is not a collaborator of the {repository} repository."
+)
 
 
 def _unprocessable(request: Request, *reasons: str) -> GitHubError:
     """GitHub's answer to a review it cannot take: its reasons as plain strings."""
-    return GitHubError(422, "Unprocessable Entity", documentation_url=docs_url(request),
-                       errors=cast(list[dict[str, Any]], list(reasons)))
+    return GitHubError(
+        422,
+        "Unprocessable Entity",
+        documentation_url=docs_url(request),
+        errors=cast(list[dict[str, Any]], list(reasons)),
+    )
 
 
 def _comment_refused(request: Request, refused: ReviewRefused) -> GitHubError:
     field = refused.field if refused.field in ("commit_id", "body") else f"pull_request_review_thread.{refused.field}"
-    return validation_failed(docs_url(request), {"resource": "PullRequestReviewComment", "code": "custom",
-                                                 "field": field, "message": refused.message})
+    return validation_failed(
+        docs_url(request),
+        {"resource": "PullRequestReviewComment", "code": "custom", "field": field, "message": refused.message},
+    )
 
 
-def _text(request: Request, body: dict[str, Any], name: str, *, required: bool,
-          where: str = "properties") -> str | None:
+def _text(
+    request: Request, body: dict[str, Any], name: str, *, required: bool, where: str = "properties"
+) -> str | None:
     return text_field(request, body, name, required=required, where=where, limit=COMMENT_LIMIT)
 
 
@@ -81,14 +92,19 @@ def _draft(request: Request, item: Any, *, commit_route: bool = False) -> Commen
     if not isinstance(item, dict):
         raise invalid_request(docs_url(request), f"For 'items', {item!r} is not an object.")
     if item.get("subject_type", "line") != "line":
-        raise invalid_request(docs_url(request), "The sandbox serves comments on lines only (subject_type 'line'); "
-                                                 "a comment on a whole file is not served.")
+        raise invalid_request(
+            docs_url(request),
+            "The sandbox serves comments on lines only (subject_type 'line'); a comment on a whole file is not served.",
+        )
     return CommentDraft(
         path=_text(request, item, "path", required=True, where=where) or "",
         body=_text(request, item, "body", required=True, where=where) or "",
-        line=_number(request, item, "line", where), side=_side(request, item, "side", where) or "RIGHT",
-        start_line=_number(request, item, "start_line", where), start_side=_side(request, item, "start_side", where),
-        position=_number(request, item, "position", where))
+        line=_number(request, item, "line", where),
+        side=_side(request, item, "side", where) or "RIGHT",
+        start_line=_number(request, item, "start_line", where),
+        start_side=_side(request, item, "start_side", where),
+        position=_number(request, item, "position", where),
+    )
 
 
 def _review(request: Request, repo: Repository, pull: Issue) -> Review:
@@ -110,6 +126,7 @@ def _created(sandbox: Sandbox, repo: Repository, comment: ReviewComment) -> Resp
 
 # reviews
 
+
 async def list_reviews(request: Request) -> Response:
     sandbox, _, repo = repository(request, "pull_requests", "read")
     pull = find_pull(request, repo)
@@ -127,15 +144,17 @@ async def create_review(request: Request) -> Response:
     if not event:
         raise _unprocessable(request, PENDING_NOT_KEPT)
     if event not in EVENTS:
-        raise invalid_request(docs_url(request),
-                              f"For 'properties/event', {event!r} is not one of {', '.join(EVENTS)}.")
+        raise invalid_request(
+            docs_url(request), f"For 'properties/event', {event!r} is not one of {', '.join(EVENTS)}."
+        )
     raw_comments = body.get("comments") or []
     if not isinstance(raw_comments, list):
         raise invalid_request(docs_url(request), f"For 'properties/comments', {raw_comments!r} is not an array.")
     drafts = [_draft(request, item) for item in raw_comments]
     try:
-        review, _ = await sandbox.submit_review(repo, pull, sandbox.bot, state=REVIEW_STATES[event.lower()],
-                                                body=text, commit_id=commit_id, comments=drafts)
+        review, _ = await sandbox.submit_review(
+            repo, pull, sandbox.bot, state=REVIEW_STATES[event.lower()], body=text, commit_id=commit_id, comments=drafts
+        )
     except ReviewRefused as refused:
         raise _unprocessable(request, refused.message) from None
     return json_response(sandbox.renderer.review(repo, review, rest=True))
@@ -158,6 +177,7 @@ async def list_review_comments_of_review(request: Request) -> Response:
 
 # review comments
 
+
 async def list_review_comments(request: Request) -> Response:
     """Oldest first; `sort` (created, updated) with `direction` orders them otherwise."""
     sandbox, _, repo = repository(request, "pull_requests", "read")
@@ -165,8 +185,9 @@ async def list_review_comments(request: Request) -> Response:
     sort = request.query_params.get("sort")
     if sort is not None:
         if sort not in ("created", "updated"):
-            raise validation_failed(docs_url(request), {"resource": "PullRequestReviewComment", "field": "sort",
-                                                        "code": "invalid"})
+            raise validation_failed(
+                docs_url(request), {"resource": "PullRequestReviewComment", "field": "sort", "code": "invalid"}
+            )
         key = (lambda c: (c.updated_at, c.id)) if sort == "updated" else (lambda c: (c.created_at, c.id))
         comments.sort(key=key, reverse=request.query_params.get("direction", "desc") != "asc")
     page, headers = paginate(request, comments)
@@ -188,8 +209,9 @@ async def create_review_comment(request: Request) -> Response:
     replying_to = body.get("in_reply_to")
     if replying_to is not None:
         if isinstance(replying_to, bool) or not isinstance(replying_to, int):
-            raise invalid_request(docs_url(request),
-                                  f"For 'properties/in_reply_to', {replying_to!r} is not an integer.")
+            raise invalid_request(
+                docs_url(request), f"For 'properties/in_reply_to', {replying_to!r} is not an integer."
+            )
         root = sandbox.state.review_comments.get(replying_to)
         if root is None or root.repository_id != repo.id or root.pull_number != pull.number:
             raise not_found(docs_url(request))
@@ -216,6 +238,7 @@ async def create_reply(request: Request) -> Response:
 
 # review requests
 
+
 async def list_requested_reviewers(request: Request) -> Response:
     sandbox, _, repo = repository(request, "pull_requests", "read")
     pull = find_pull(request, repo)
@@ -231,8 +254,11 @@ async def request_reviewers(request: Request) -> Response:
     if not isinstance(logins, list) or not all(isinstance(login, str) for login in logins):
         raise invalid_request(docs_url(request), f"For 'properties/reviewers', {logins!r} is not an array of logins.")
     if body.get("team_reviewers"):
-        raise GitHubError(422, "The sandbox has no teams: request reviews from users (`reviewers`) only.",
-                          documentation_url=docs_url(request))
+        raise GitHubError(
+            422,
+            "The sandbox has no teams: request reviews from users (`reviewers`) only.",
+            documentation_url=docs_url(request),
+        )
     reviewers = [_reviewer(request, sandbox, repo, pull, login) for login in logins]
     sandbox.request_reviewers(repo, pull, reviewers, sandbox.bot)
     return json_response(sandbox.renderer.pull_request(repo, pull, full=False), status=201)
@@ -242,8 +268,9 @@ def _reviewer(request: Request, sandbox: Sandbox, repo: Repository, pull: Issue,
     if login.lower() == pull.user.login.lower():
         raise GitHubError(422, AUTHOR_AS_REVIEWER, documentation_url=docs_url(request))
     if sandbox.state.role_of(repo, login) is None:
-        raise GitHubError(422, NOT_A_COLLABORATOR.format(repository=repo.full_name),
-                          documentation_url=docs_url(request))
+        raise GitHubError(
+            422, NOT_A_COLLABORATOR.format(repository=repo.full_name), documentation_url=docs_url(request)
+        )
     return sandbox.state.account(login)
 
 
@@ -252,17 +279,38 @@ ROUTES = (
     RestRoute("GET", f"{_PULL}/reviews", list_reviews, f"{REVIEWS}#list-reviews-for-a-pull-request"),
     RestRoute("POST", f"{_PULL}/reviews", create_review, f"{REVIEWS}#create-a-review-for-a-pull-request"),
     RestRoute("GET", f"{_PULL}/reviews/{{review_id}}", get_review, f"{REVIEWS}#get-a-review-for-a-pull-request"),
-    RestRoute("GET", f"{_PULL}/reviews/{{review_id}}/comments", list_review_comments_of_review,
-              f"{REVIEWS}#list-comments-for-a-pull-request-review"),
+    RestRoute(
+        "GET",
+        f"{_PULL}/reviews/{{review_id}}/comments",
+        list_review_comments_of_review,
+        f"{REVIEWS}#list-comments-for-a-pull-request-review",
+    ),
     RestRoute("GET", f"{_PULL}/comments", list_review_comments, f"{COMMENTS}#list-review-comments-on-a-pull-request"),
-    RestRoute("POST", f"{_PULL}/comments", create_review_comment,
-              f"{COMMENTS}#create-a-review-comment-for-a-pull-request"),
-    RestRoute("GET", "/repos/{owner}/{repo}/pulls/comments/{comment_id}", get_review_comment,
-              f"{COMMENTS}#get-a-review-comment-for-a-pull-request"),
-    RestRoute("POST", f"{_PULL}/comments/{{comment_id}}/replies", create_reply,
-              f"{COMMENTS}#create-a-reply-for-a-review-comment"),
-    RestRoute("GET", f"{_PULL}/requested_reviewers", list_requested_reviewers,
-              f"{REVIEW_REQUESTS}#get-all-requested-reviewers-for-a-pull-request"),
-    RestRoute("POST", f"{_PULL}/requested_reviewers", request_reviewers,
-              f"{REVIEW_REQUESTS}#request-reviewers-for-a-pull-request"),
+    RestRoute(
+        "POST", f"{_PULL}/comments", create_review_comment, f"{COMMENTS}#create-a-review-comment-for-a-pull-request"
+    ),
+    RestRoute(
+        "GET",
+        "/repos/{owner}/{repo}/pulls/comments/{comment_id}",
+        get_review_comment,
+        f"{COMMENTS}#get-a-review-comment-for-a-pull-request",
+    ),
+    RestRoute(
+        "POST",
+        f"{_PULL}/comments/{{comment_id}}/replies",
+        create_reply,
+        f"{COMMENTS}#create-a-reply-for-a-review-comment",
+    ),
+    RestRoute(
+        "GET",
+        f"{_PULL}/requested_reviewers",
+        list_requested_reviewers,
+        f"{REVIEW_REQUESTS}#get-all-requested-reviewers-for-a-pull-request",
+    ),
+    RestRoute(
+        "POST",
+        f"{_PULL}/requested_reviewers",
+        request_reviewers,
+        f"{REVIEW_REQUESTS}#request-reviewers-for-a-pull-request",
+    ),
 )

@@ -28,8 +28,15 @@ class SandboxServer:
     payloads) is set to the address actually bound.
     """
 
-    def __init__(self, config: SandboxConfig, *, host: str = "127.0.0.1", port: int = 0,
-                 clock: Callable[[], datetime] = utc_now, webhook_client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        config: SandboxConfig,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        clock: Callable[[], datetime] = utc_now,
+        webhook_client: httpx.AsyncClient | None = None,
+    ) -> None:
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # else no TCP_NODELAY
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind((host, port))
@@ -37,8 +44,9 @@ class SandboxServer:
         self.url = f"http://{self.host}:{self.port}"
         self.sandbox = Sandbox(replace(config, public_url=self.url), clock=clock, webhook_client=webhook_client)
         self._server = uvicorn.Server(uvicorn.Config(create_app(self.sandbox), log_level="warning", lifespan="on"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._listener]},
-                                        name="sandbox-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._listener]}, name="sandbox-server", daemon=True
+        )
 
     def start(self) -> SandboxServer:
         self._thread.start()
@@ -57,6 +65,7 @@ class SandboxServer:
     def __enter__(self) -> SandboxServer:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.stop()

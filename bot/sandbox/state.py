@@ -16,14 +16,20 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 AccountType = Literal["User", "Organization", "Bot"]
 Role = Literal["admin", "maintain", "write", "triage", "read"]
 ROLES: tuple[Role, ...] = ("admin", "maintain", "write", "triage", "read")
 # The bare `permission` field of the collaborator-permission answer folds the two newer roles.
-FOLDED_PERMISSION: dict[str, str] = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read"}
+FOLDED_PERMISSION: dict[str, str] = {
+    "admin": "admin",
+    "maintain": "write",
+    "write": "write",
+    "triage": "read",
+    "read": "read",
+}
 ROLE_FLAGS: dict[str, dict[str, bool]] = {
     "admin": {"admin": True, "maintain": True, "push": True, "triage": True, "pull": True},
     "maintain": {"admin": False, "maintain": True, "push": True, "triage": True, "pull": True},
@@ -53,7 +59,7 @@ NEW_LABEL_COLOR = "ededed"
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc).replace(microsecond=0)
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def node_id(kind: str, number: int) -> str:
@@ -446,16 +452,28 @@ class SandboxState:
                 if installation.account.id == account.id:
                     return installation
             installation = Installation(
-                id=next(self.ids.installations), account=account, app_id=self.app.id,
-                permissions=dict(self.app.permissions), events=list(self.app.events), created_at=self.now(),
+                id=next(self.ids.installations),
+                account=account,
+                app_id=self.app.id,
+                permissions=dict(self.app.permissions),
+                events=list(self.app.events),
+                created_at=self.now(),
             )
             self.installations[installation.id] = installation
             return installation
 
     # repositories
 
-    def create_repository(self, owner_login: str, name: str, *, owner_type: AccountType, private: bool,
-                          default_branch: str, description: str | None = None) -> Repository:
+    def create_repository(
+        self,
+        owner_login: str,
+        name: str,
+        *,
+        owner_type: AccountType,
+        private: bool,
+        default_branch: str,
+        description: str | None = None,
+    ) -> Repository:
         with self.lock:
             key = f"{owner_login}/{name}".lower()
             if key in self.repositories:
@@ -466,9 +484,16 @@ class SandboxState:
             installation = self.installation_for(owner)
             now = self.now()
             repository = Repository(
-                id=next(self.ids.repositories), owner=owner, name=name, private=private,
-                default_branch=default_branch, description=description, created_at=now, updated_at=now,
-                pushed_at=now, installation_id=installation.id,
+                id=next(self.ids.repositories),
+                owner=owner,
+                name=name,
+                private=private,
+                default_branch=default_branch,
+                description=description,
+                created_at=now,
+                updated_at=now,
+                pushed_at=now,
+                installation_id=installation.id,
             )
             for label_name, color, label_description in DEFAULT_LABELS:
                 repository.labels[label_name] = Label(next(self.ids.labels), label_name, color, label_description, True)
@@ -511,13 +536,29 @@ class SandboxState:
     def open_issue(self, repository: Repository, user: Account, title: str, body: str | None) -> Issue:
         with self.lock:
             now = self.now()
-            issue = Issue(id=next(self.ids.issues), number=self._next_number(repository), repository_id=repository.id,
-                          user=user, title=title, body=body, created_at=now, updated_at=now)
+            issue = Issue(
+                id=next(self.ids.issues),
+                number=self._next_number(repository),
+                repository_id=repository.id,
+                user=user,
+                title=title,
+                body=body,
+                created_at=now,
+                updated_at=now,
+            )
             repository.issues[issue.number] = issue
             return issue
 
-    def update_issue(self, issue: Issue, actor: Account, *, title: str | None = None, body: str | None = None,
-                     state: str | None = None, state_reason: str | None = None) -> dict[str, dict[str, object]]:
+    def update_issue(
+        self,
+        issue: Issue,
+        actor: Account,
+        *,
+        title: str | None = None,
+        body: str | None = None,
+        state: str | None = None,
+        state_reason: str | None = None,
+    ) -> dict[str, dict[str, object]]:
         """Apply the given fields; returns what changed as GitHub's `changes` ({field: {from: old}})."""
         with self.lock:
             changes: dict[str, dict[str, object]] = {}
@@ -538,20 +579,40 @@ class SandboxState:
                 issue.updated_at = self.now()
             return changes
 
-    def open_pull(self, repository: Repository, user: Account, *, title: str, body: str | None, head_ref: str,
-                  head_sha: str, base_ref: str, base_sha: str, draft: bool, maintainer_can_modify: bool) -> Issue:
+    def open_pull(
+        self,
+        repository: Repository,
+        user: Account,
+        *,
+        title: str,
+        body: str | None,
+        head_ref: str,
+        head_sha: str,
+        base_ref: str,
+        base_sha: str,
+        draft: bool,
+        maintainer_can_modify: bool,
+    ) -> Issue:
         """A new pull request; raises DuplicatePullRequest while another open one has this head."""
         with self.lock:
             for issue in repository.issues.values():
                 if issue.pull and issue.state == "open" and issue.pull.head_ref == head_ref:
                     raise DuplicatePullRequest(issue)
             issue = self.open_issue(repository, user, title, body)
-            issue.pull = PullFields(id=next(self.ids.pulls), head_ref=head_ref, head_sha=head_sha, base_ref=base_ref,
-                                    base_sha=base_sha, draft=draft, maintainer_can_modify=maintainer_can_modify)
+            issue.pull = PullFields(
+                id=next(self.ids.pulls),
+                head_ref=head_ref,
+                head_sha=head_sha,
+                base_ref=base_ref,
+                base_sha=base_sha,
+                draft=draft,
+                maintainer_can_modify=maintainer_can_modify,
+            )
             return issue
 
-    def pulls(self, repository: Repository, *, state: str = "open", head_ref: str | None = None,
-              base_ref: str | None = None) -> list[Issue]:
+    def pulls(
+        self, repository: Repository, *, state: str = "open", head_ref: str | None = None, base_ref: str | None = None
+    ) -> list[Issue]:
         found = [issue for issue in repository.issues.values() if issue.pull is not None]
         if state != "all":
             found = [issue for issue in found if issue.state == state]
@@ -564,15 +625,30 @@ class SandboxState:
     def open_pulls_at(self, repository: Repository, sha: str) -> list[Issue]:
         return [issue for issue in self.pulls(repository) if issue.pull and issue.pull.head_sha == sha]
 
-    def add_review(self, repository: Repository, pull: Issue, user: Account, *, state: str, body: str | None,
-                   commit_id: str | None = None) -> Review:
+    def add_review(
+        self,
+        repository: Repository,
+        pull: Issue,
+        user: Account,
+        *,
+        state: str,
+        body: str | None,
+        commit_id: str | None = None,
+    ) -> Review:
         """A submitted review (at the head unless `commit_id` says otherwise); it answers the
         user's review request, so they leave the pull request's requested reviewers."""
         assert pull.pull is not None
         with self.lock:
-            review = Review(id=next(self.ids.reviews), repository_id=repository.id, pull_number=pull.number,
-                            user=user, body=body, state=state, commit_id=commit_id or pull.pull.head_sha,
-                            submitted_at=self.now())
+            review = Review(
+                id=next(self.ids.reviews),
+                repository_id=repository.id,
+                pull_number=pull.number,
+                user=user,
+                body=body,
+                state=state,
+                commit_id=commit_id or pull.pull.head_sha,
+                submitted_at=self.now(),
+            )
             repository.reviews.append(review)
             pull.pull.requested_reviewers = [a for a in pull.pull.requested_reviewers if a.id != user.id]
             return review
@@ -582,18 +658,34 @@ class SandboxState:
 
     # review comments, threads and review requests
 
-    def add_review_comment(self, repository: Repository, pull: Issue, review: Review, user: Account, body: str,
-                           place: ReviewPlace) -> ReviewComment:
+    def add_review_comment(
+        self, repository: Repository, pull: Issue, review: Review, user: Account, body: str, place: ReviewPlace
+    ) -> ReviewComment:
         """A new thread: its root comment, at `place`."""
         with self.lock:
             now = self.now()
             comment = ReviewComment(
-                id=next(self.ids.review_comments), repository_id=repository.id, pull_number=pull.number,
-                review_id=review.id, user=user, body=body, path=place.path, side=place.side, line=place.line,
-                original_line=place.line, start_line=place.start_line, original_start_line=place.start_line,
-                start_side=place.start_side, position=place.position, original_position=place.position,
-                diff_hunk=place.diff_hunk, commit_id=place.commit_id, original_commit_id=place.commit_id,
-                created_at=now, updated_at=now)
+                id=next(self.ids.review_comments),
+                repository_id=repository.id,
+                pull_number=pull.number,
+                review_id=review.id,
+                user=user,
+                body=body,
+                path=place.path,
+                side=place.side,
+                line=place.line,
+                original_line=place.line,
+                start_line=place.start_line,
+                original_start_line=place.start_line,
+                start_side=place.start_side,
+                position=place.position,
+                original_position=place.position,
+                diff_hunk=place.diff_hunk,
+                commit_id=place.commit_id,
+                original_commit_id=place.commit_id,
+                created_at=now,
+                updated_at=now,
+            )
             self.review_comments[comment.id] = comment
             self.review_threads[comment.id] = ReviewThread(comment.id, repository.id, pull.number)
             pull.updated_at = now
@@ -605,24 +697,52 @@ class SandboxState:
             root = self.review_comments[to.root_id]
             now = self.now()
             reply = ReviewComment(
-                id=next(self.ids.review_comments), repository_id=root.repository_id, pull_number=root.pull_number,
-                review_id=review.id, user=user, body=body, path=root.path, side=root.side, line=root.line,
-                original_line=root.original_line, start_line=root.start_line,
-                original_start_line=root.original_start_line, start_side=root.start_side, position=root.position,
-                original_position=root.original_position, diff_hunk=root.diff_hunk, commit_id=root.commit_id,
-                original_commit_id=root.original_commit_id, created_at=now, updated_at=now, in_reply_to_id=root.id)
+                id=next(self.ids.review_comments),
+                repository_id=root.repository_id,
+                pull_number=root.pull_number,
+                review_id=review.id,
+                user=user,
+                body=body,
+                path=root.path,
+                side=root.side,
+                line=root.line,
+                original_line=root.original_line,
+                start_line=root.start_line,
+                original_start_line=root.original_start_line,
+                start_side=root.start_side,
+                position=root.position,
+                original_position=root.original_position,
+                diff_hunk=root.diff_hunk,
+                commit_id=root.commit_id,
+                original_commit_id=root.original_commit_id,
+                created_at=now,
+                updated_at=now,
+                in_reply_to_id=root.id,
+            )
             self.review_comments[reply.id] = reply
             pull.updated_at = now
             return reply
 
     def review_comments_of(self, repository: Repository, pull: Issue) -> list[ReviewComment]:
         """The pull request's review comments, oldest first."""
-        return sorted((c for c in self.review_comments.values()
-                       if c.repository_id == repository.id and c.pull_number == pull.number), key=lambda c: c.id)
+        return sorted(
+            (
+                c
+                for c in self.review_comments.values()
+                if c.repository_id == repository.id and c.pull_number == pull.number
+            ),
+            key=lambda c: c.id,
+        )
 
     def threads_of(self, repository: Repository, pull: Issue) -> list[ReviewThread]:
-        return sorted((t for t in self.review_threads.values()
-                       if t.repository_id == repository.id and t.pull_number == pull.number), key=lambda t: t.root_id)
+        return sorted(
+            (
+                t
+                for t in self.review_threads.values()
+                if t.repository_id == repository.id and t.pull_number == pull.number
+            ),
+            key=lambda t: t.root_id,
+        )
 
     def thread_comments(self, thread: ReviewThread) -> list[ReviewComment]:
         return sorted((c for c in self.review_comments.values() if c.root_id == thread.root_id), key=lambda c: c.id)
@@ -692,8 +812,16 @@ class SandboxState:
     def add_comment(self, repository: Repository, issue: Issue, user: Account, body: str, *, by_app: bool) -> Comment:
         with self.lock:
             now = self.now()
-            comment = Comment(id=next(self.ids.comments), repository_id=repository.id, issue_number=issue.number,
-                              user=user, body=body, created_at=now, updated_at=now, by_app=by_app)
+            comment = Comment(
+                id=next(self.ids.comments),
+                repository_id=repository.id,
+                issue_number=issue.number,
+                user=user,
+                body=body,
+                created_at=now,
+                updated_at=now,
+                by_app=by_app,
+            )
             self.comments[comment.id] = comment
             issue.comment_ids.append(comment.id)
             issue.updated_at = now
@@ -722,25 +850,49 @@ class SandboxState:
 
     # check runs
 
-    def check_suite_for(self, repository: Repository, head_sha: str, head_branch: str | None, before: str) -> CheckSuite:
+    def check_suite_for(
+        self, repository: Repository, head_sha: str, head_branch: str | None, before: str
+    ) -> CheckSuite:
         """The App's suite for this commit: one per (app, repository, head SHA)."""
         with self.lock:
             for suite in self.check_suites.values():
                 if suite.repository_id == repository.id and suite.head_sha == head_sha and suite.app_id == self.app.id:
                     return suite
             now = self.now()
-            suite = CheckSuite(id=next(self.ids.check_suites), repository_id=repository.id, app_id=self.app.id,
-                               head_sha=head_sha, head_branch=head_branch, before=before, created_at=now, updated_at=now)
+            suite = CheckSuite(
+                id=next(self.ids.check_suites),
+                repository_id=repository.id,
+                app_id=self.app.id,
+                head_sha=head_sha,
+                head_branch=head_branch,
+                before=before,
+                created_at=now,
+                updated_at=now,
+            )
             self.check_suites[suite.id] = suite
             return suite
 
-    def create_check_run(self, repository: Repository, suite: CheckSuite, *, name: str, fields: dict[str, object]) -> CheckRun:
+    def create_check_run(
+        self, repository: Repository, suite: CheckSuite, *, name: str, fields: dict[str, object]
+    ) -> CheckRun:
         with self.lock:
             now = self.now()
-            run = CheckRun(id=next(self.ids.check_runs), repository_id=repository.id, suite_id=suite.id,
-                           app_id=self.app.id, name=name, head_sha=suite.head_sha, status="queued", conclusion=None,
-                           started_at=now, completed_at=None, external_id="", details_url=None,
-                           output={"title": None, "summary": None, "text": None, "annotations_count": 0}, actions=[])
+            run = CheckRun(
+                id=next(self.ids.check_runs),
+                repository_id=repository.id,
+                suite_id=suite.id,
+                app_id=self.app.id,
+                name=name,
+                head_sha=suite.head_sha,
+                status="queued",
+                conclusion=None,
+                started_at=now,
+                completed_at=None,
+                external_id="",
+                details_url=None,
+                output={"title": None, "summary": None, "text": None, "annotations_count": 0},
+                actions=[],
+            )
             self.update_check_run(run, fields)
             self.check_runs[run.id] = run
             return run
@@ -765,8 +917,12 @@ class SandboxState:
                 output = dict(fields["output"])  # type: ignore[call-overload]
                 annotations = output.pop("annotations", None) or []
                 count = int(run.output.get("annotations_count") or 0) + len(annotations)  # type: ignore[call-overload]
-                run.output = {"title": output.get("title"), "summary": output.get("summary"),
-                              "text": output.get("text"), "annotations_count": count}
+                run.output = {
+                    "title": output.get("title"),
+                    "summary": output.get("summary"),
+                    "text": output.get("text"),
+                    "annotations_count": count,
+                }
             if "actions" in fields:
                 run.actions = list(fields["actions"])  # type: ignore[call-overload]
             suite = self.check_suites[run.suite_id] if run.suite_id in self.check_suites else None

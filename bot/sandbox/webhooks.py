@@ -58,10 +58,18 @@ class Delivery:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "id": self.id, "guid": self.guid, "delivered_at": timestamp(self.delivered_at),
-            "redelivery": self.redelivery, "duration": self.duration, "status": self.status,
-            "status_code": self.status_code, "event": self.event, "action": self.action,
-            "installation_id": self.installation_id, "repository_id": self.repository_id, "throttled_at": None,
+            "id": self.id,
+            "guid": self.guid,
+            "delivered_at": timestamp(self.delivered_at),
+            "redelivery": self.redelivery,
+            "duration": self.duration,
+            "status": self.status,
+            "status_code": self.status_code,
+            "event": self.event,
+            "action": self.action,
+            "installation_id": self.installation_id,
+            "repository_id": self.repository_id,
+            "throttled_at": None,
         }
 
     def detail(self) -> dict[str, Any]:
@@ -92,8 +100,15 @@ def encode_payload(payload: dict[str, Any]) -> bytes:
 class WebhookSender:
     """Queues events for the App's webhook and sends them one after another."""
 
-    def __init__(self, app: AppRecord, *, clock: Callable[[], datetime], delivery_log: Path | None = None,
-                 client: httpx.AsyncClient | None = None, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        app: AppRecord,
+        *,
+        clock: Callable[[], datetime],
+        delivery_log: Path | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: float = 10.0,
+    ) -> None:
         self.app = app
         self.clock = clock
         self.delivery_log = delivery_log
@@ -115,8 +130,15 @@ class WebhookSender:
         if not self.app.webhook_url or not self.subscribed(event.name):
             return None
         body = encode_payload(event.payload)
-        delivery = self._delivery(str(uuid.uuid4()), event.name, event.action, event.installation_id,
-                                  event.repository_id, body, redelivery=False)
+        delivery = self._delivery(
+            str(uuid.uuid4()),
+            event.name,
+            event.action,
+            event.installation_id,
+            event.repository_id,
+            body,
+            redelivery=False,
+        )
         self._enqueue(delivery)
         return delivery
 
@@ -125,8 +147,15 @@ class WebhookSender:
         original = self.find(delivery_id)
         if original is None or not self.app.webhook_url:
             return None
-        again = self._delivery(original.guid, original.event, original.action, original.installation_id,
-                               original.repository_id, original.body, redelivery=True)
+        again = self._delivery(
+            original.guid,
+            original.event,
+            original.action,
+            original.installation_id,
+            original.repository_id,
+            original.body,
+            redelivery=True,
+        )
         self._enqueue(again)
         return again
 
@@ -153,19 +182,42 @@ class WebhookSender:
             await self._client.aclose()
             self._client = None
 
-    def _delivery(self, guid: str, event: str, action: str | None, installation_id: int | None,
-                  repository_id: int | None, body: bytes, *, redelivery: bool) -> Delivery:
+    def _delivery(
+        self,
+        guid: str,
+        event: str,
+        action: str | None,
+        installation_id: int | None,
+        repository_id: int | None,
+        body: bytes,
+        *,
+        redelivery: bool,
+    ) -> Delivery:
         delivery_id = self._next_id
         self._next_id += 1
         headers = {
-            "Accept": "*/*", "Content-Type": "application/json", "User-Agent": f"GitHub-Hookshot/{HOOKSHOT_VERSION}",
-            "X-GitHub-Delivery": guid, "X-GitHub-Event": event, "X-GitHub-Hook-ID": str(self.app.hook_id),
+            "Accept": "*/*",
+            "Content-Type": "application/json",
+            "User-Agent": f"GitHub-Hookshot/{HOOKSHOT_VERSION}",
+            "X-GitHub-Delivery": guid,
+            "X-GitHub-Event": event,
+            "X-GitHub-Hook-ID": str(self.app.hook_id),
             "X-GitHub-Hook-Installation-Target-ID": str(self.app.id),
             "X-GitHub-Hook-Installation-Target-Type": "integration",
             **signature_headers(body, self.app.webhook_secret),
         }
-        return Delivery(delivery_id, guid, event, action, installation_id, repository_id, self.app.webhook_url or "",
-                        redelivery, headers, body)
+        return Delivery(
+            delivery_id,
+            guid,
+            event,
+            action,
+            installation_id,
+            repository_id,
+            self.app.webhook_url or "",
+            redelivery,
+            headers,
+            body,
+        )
 
     def _enqueue(self, delivery: Delivery) -> None:
         if self._queue is None:
@@ -190,8 +242,9 @@ class WebhookSender:
         delivery.delivered_at = self.clock()
         started = time.perf_counter()
         try:
-            response = await self._client.post(delivery.url, content=delivery.body, headers=delivery.request_headers,
-                                               timeout=self.timeout)
+            response = await self._client.post(
+                delivery.url, content=delivery.body, headers=delivery.request_headers, timeout=self.timeout
+            )
         except httpx.TimeoutException:
             delivery.status, delivery.status_code = "timed out", 504
         except httpx.HTTPError as error:
@@ -199,7 +252,9 @@ class WebhookSender:
             log.info("webhook %s to %s failed: %s", delivery.guid, delivery.url, type(error).__name__)
         else:
             delivery.status_code = response.status_code
-            delivery.status = "OK" if 200 <= response.status_code < 300 else f"Invalid HTTP Response: {response.status_code}"
+            delivery.status = (
+                "OK" if 200 <= response.status_code < 300 else f"Invalid HTTP Response: {response.status_code}"
+            )
             delivery.response_headers = dict(response.headers)
             delivery.response_body = response.text
         delivery.duration = round(time.perf_counter() - started, 2)

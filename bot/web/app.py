@@ -30,13 +30,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bot import __version__
-from bot.web import registration as setup, intake as webhooks
-from bot.web.dispatcher import Dispatcher, HandlerContext
 from bot.edges.github.client import GitHubApp
-from bot.runner.jobs import Jobs
-from bot.web.recovery import recover
 from bot.edges.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, Settings
 from bot.edges.store import db, deliveries
+from bot.runner.jobs import Jobs
+from bot.web import intake as webhooks
+from bot.web import registration as setup
+from bot.web.dispatcher import Dispatcher, HandlerContext
+from bot.web.recovery import recover
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +89,13 @@ def create_app(
                 engine.dispose()
 
     setup_config = setup.SetupConfig(
-        env_path=Path(env_file), github_api_url=settings.github_api_url,
-        webhook_path=settings.webhook_path, configured_app_id=settings.app_id,
+        env_path=Path(env_file),
+        github_api_url=settings.github_api_url,
+        webhook_path=settings.webhook_path,
+        configured_app_id=settings.app_id,
     )
     routes = [
-        Route(settings.webhook_path, webhooks.make_endpoint(writer, settings.webhook_secret),
-              methods=["POST"]),
+        Route(settings.webhook_path, webhooks.make_endpoint(writer, settings.webhook_secret), methods=["POST"]),
         Route("/healthz", _health_endpoint(engine), methods=["GET"]),
         *setup.routes(setup_config),
     ]
@@ -124,10 +126,18 @@ def _health_endpoint(engine: Any) -> Any:
             waiting = await run_in_threadpool(deliveries.waiting_count, engine)
         except Exception as error:  # any failure to query is "not reachable" to a load balancer
             log.warning("health check: the database is not reachable (%s)", type(error).__name__)
-            return JSONResponse({"status": "unavailable", "version": __version__, "database": "unreachable",
-                                 "error": type(error).__name__}, status_code=503)
-        return JSONResponse({"status": "ok", "version": __version__, "database": "reachable",
-                             "deliveries_waiting": waiting})
+            return JSONResponse(
+                {
+                    "status": "unavailable",
+                    "version": __version__,
+                    "database": "unreachable",
+                    "error": type(error).__name__,
+                },
+                status_code=503,
+            )
+        return JSONResponse(
+            {"status": "ok", "version": __version__, "database": "reachable", "deliveries_waiting": waiting}
+        )
 
     return healthz
 
@@ -138,8 +148,11 @@ async def _recover_at_startup(github: GitHubApp, engine: Any) -> None:
     except asyncio.CancelledError:
         raise
     except Exception as error:
-        log.warning("start-up recovery of missed deliveries failed (%s: %s); run `lanebot deliveries recover`",
-                    type(error).__name__, error)
+        log.warning(
+            "start-up recovery of missed deliveries failed (%s: %s); run `lanebot deliveries recover`",
+            type(error).__name__,
+            error,
+        )
 
 
 def __getattr__(name: str) -> Any:

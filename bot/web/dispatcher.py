@@ -57,8 +57,15 @@ def describe_error(error: BaseException) -> str:
 class Dispatcher:
     """Processes pending deliveries in `seq` order until stopped."""
 
-    def __init__(self, engine: Any, router: routing.Router, context: HandlerContext, *,
-                 poll_seconds: float = POLL_SECONDS, batch_size: int = BATCH_SIZE) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        router: routing.Router,
+        context: HandlerContext,
+        *,
+        poll_seconds: float = POLL_SECONDS,
+        batch_size: int = BATCH_SIZE,
+    ) -> None:
         self._engine = engine
         self._router = router
         self._context = context

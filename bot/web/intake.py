@@ -27,10 +27,10 @@ import json
 import logging
 import urllib.parse
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from email.message import Message
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import gidgethub
 from anyio import to_thread
@@ -99,8 +99,9 @@ def verify(headers: Any, body: bytes, secret: str) -> VerifiedDelivery:
     except (gidgethub.BadRequest, LookupError):  # LookupError: a charset Python does not know
         raise IntakeError(400, describe_undecodable_body(for_gidgethub.get("content-type"), body)) from None
     if not isinstance(event.data, dict):
-        raise IntakeError(400, f"the payload is JSON but not an object (got {type(event.data).__name__}); "
-                               "GitHub sends a JSON object")
+        raise IntakeError(
+            400, f"the payload is JSON but not an object (got {type(event.data).__name__}); GitHub sends a JSON object"
+        )
     return VerifiedDelivery(
         delivery_id=event.delivery_id,
         event=event.event,
@@ -126,8 +127,10 @@ def describe_undecodable_body(content_type: str | None, body: bytes) -> str:
         return "the Content-Type header is missing; send application/json"
     media_type, charset = _media_type(content_type)
     if media_type not in SUPPORTED_CONTENT_TYPES:
-        return (f"unsupported content type {media_type!r}; set the webhook's content type "
-                "to application/json (or application/x-www-form-urlencoded)")
+        return (
+            f"unsupported content type {media_type!r}; set the webhook's content type "
+            "to application/json (or application/x-www-form-urlencoded)"
+        )
     if not body:
         return "the body is empty; a delivery carries a JSON object"
     try:
@@ -155,8 +158,11 @@ def _signature_problem(headers: dict[str, str]) -> str:
 
 
 def _header_title(name: str) -> str:
-    titles = {"x-github-event": "X-GitHub-Event", "x-github-delivery": "X-GitHub-Delivery",
-              "content-type": "Content-Type"}
+    titles = {
+        "x-github-event": "X-GitHub-Event",
+        "x-github-delivery": "X-GitHub-Delivery",
+        "content-type": "Content-Type",
+    }
     return titles.get(name, name)
 
 
@@ -266,8 +272,11 @@ class DeliveryWriter:
         Raises IntakeError: 500 when it could not be stored, 503 when the writer is stopping.
         """
         if not self._accepting:
-            raise IntakeError(503, "lanebot is shutting down and did not store this delivery; "
-                                   "redeliver it once lanebot is back (or run `lanebot deliveries recover`)")
+            raise IntakeError(
+                503,
+                "lanebot is shutting down and did not store this delivery; "
+                "redeliver it once lanebot is back (or run `lanebot deliveries recover`)",
+            )
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._queue.append(_Waiting(delivery, answer))
         if self._task is None:
@@ -297,13 +306,24 @@ class DeliveryWriter:
     def _give_up(self, task: asyncio.Task[None]) -> None:
         in_hand, queued = list(self._in_hand), list(self._queue)
         self._queue.clear()
-        log.warning("the intake stopped with %d deliveries being stored and %d waiting; each is answered 503",
-                    len(in_hand), len(queued))
+        log.warning(
+            "the intake stopped with %d deliveries being stored and %d waiting; each is answered 503",
+            len(in_hand),
+            len(queued),
+        )
         task.cancel()
-        _fail(in_hand, 503, "lanebot stopped while storing this delivery, so it may or may not be "
-                            "stored; redeliver it (a stored copy answers 'already stored')")
-        _fail(queued, 503, "lanebot stopped before storing this delivery; "
-                            "redeliver it once lanebot is back (or run `lanebot deliveries recover`)")
+        _fail(
+            in_hand,
+            503,
+            "lanebot stopped while storing this delivery, so it may or may not be "
+            "stored; redeliver it (a stored copy answers 'already stored')",
+        )
+        _fail(
+            queued,
+            503,
+            "lanebot stopped before storing this delivery; "
+            "redeliver it once lanebot is back (or run `lanebot deliveries recover`)",
+        )
 
     async def _write_while_waiting(self) -> None:
         try:
@@ -317,11 +337,15 @@ class DeliveryWriter:
         self._in_hand = batch
         try:
             # abandon_on_cancel: a `stop` that gives up must not wait for the database.
-            return await to_thread.run_sync(write_batch, self._engine, [waiting.delivery for waiting in batch],
-                                            abandon_on_cancel=True)
+            return await to_thread.run_sync(
+                write_batch, self._engine, [waiting.delivery for waiting in batch], abandon_on_cancel=True
+            )
         except Exception as error:  # write_batch answers for each delivery; this is the hop itself failing
-            log.error("the intake's writer failed (%s); its %d deliveries are answered 500",
-                      describe_store_error(error), len(batch))
+            log.error(
+                "the intake's writer failed (%s); its %d deliveries are answered 500",
+                describe_store_error(error),
+                len(batch),
+            )
             return [error] * len(batch)
         finally:
             self._in_hand = []
@@ -345,8 +369,10 @@ def _fail(waiting: list[_Waiting], status: int, message: str) -> None:
 
 
 def _not_stored(error: Exception) -> str:
-    return (f"lanebot could not store this delivery ({type(error).__name__}) and stored nothing of it; "
-            "the cause is in lanebot's log. Once it is fixed, redeliver it or run `lanebot deliveries recover`")
+    return (
+        f"lanebot could not store this delivery ({type(error).__name__}) and stored nothing of it; "
+        "the cause is in lanebot's log. Once it is fixed, redeliver it or run `lanebot deliveries recover`"
+    )
 
 
 def write_batch(engine: Any, batch: Sequence[VerifiedDelivery]) -> list[bool | Exception]:
@@ -362,8 +388,11 @@ def write_batch(engine: Any, batch: Sequence[VerifiedDelivery]) -> list[bool | E
         if len(new) == 1:
             _log_not_stored(batch[0], error)
             return [error]
-        log.warning("a batch of %d deliveries could not be stored together (%s); storing each on its own",
-                    len(new), describe_store_error(error))
+        log.warning(
+            "a batch of %d deliveries could not be stored together (%s); storing each on its own",
+            len(new),
+            describe_store_error(error),
+        )
     return [_write_alone(engine, delivery) for delivery in batch]
 
 
@@ -377,8 +406,9 @@ def _write_alone(engine: Any, delivery: VerifiedDelivery) -> bool | Exception:
 
 
 def _log_not_stored(delivery: VerifiedDelivery, error: Exception) -> None:
-    log.error("delivery %s (%s) could not be stored: %s", delivery.delivery_id, delivery.event,
-              describe_store_error(error))
+    log.error(
+        "delivery %s (%s) could not be stored: %s", delivery.delivery_id, delivery.event, describe_store_error(error)
+    )
 
 
 def describe_store_error(error: BaseException) -> str:
@@ -403,8 +433,9 @@ def _new_delivery(delivery: VerifiedDelivery) -> deliveries.NewDelivery:
     )
 
 
-def make_endpoint(writer: DeliveryWriter, secret: str, *,
-                  max_body_bytes: int = MAX_BODY_BYTES) -> Callable[[Request], Any]:
+def make_endpoint(
+    writer: DeliveryWriter, secret: str, *, max_body_bytes: int = MAX_BODY_BYTES
+) -> Callable[[Request], Any]:
     """The webhook endpoint: verify, then store with `writer` (which wakes the dispatcher)."""
 
     async def receive_webhook(request: Request) -> JSONResponse:
@@ -414,16 +445,31 @@ def make_endpoint(writer: DeliveryWriter, secret: str, *,
             stored = await writer.store(delivery)
         except IntakeError as refused:
             not_stored = refused.status >= 500
-            log.log(logging.ERROR if not_stored else logging.WARNING, "webhook %s (%d): %s; delivery %s",
-                    "not stored" if not_stored else "refused", refused.status, refused.message,
-                    request.headers.get("x-github-delivery", "-"))
+            log.log(
+                logging.ERROR if not_stored else logging.WARNING,
+                "webhook %s (%d): %s; delivery %s",
+                "not stored" if not_stored else "refused",
+                refused.status,
+                refused.message,
+                request.headers.get("x-github-delivery", "-"),
+            )
             return JSONResponse({"message": refused.message}, status_code=refused.status)
         if not stored:
             log.info("delivery %s (%s) already stored; nothing to do", delivery.delivery_id, delivery.event)
-            return JSONResponse({"delivery": delivery.delivery_id, "stored": False,
-                                 "message": "already stored; a redelivery changes nothing"}, status_code=200)
-        log.info("stored delivery %s: %s%s", delivery.delivery_id, delivery.event,
-                 f".{delivery.action}" if delivery.action else "")
+            return JSONResponse(
+                {
+                    "delivery": delivery.delivery_id,
+                    "stored": False,
+                    "message": "already stored; a redelivery changes nothing",
+                },
+                status_code=200,
+            )
+        log.info(
+            "stored delivery %s: %s%s",
+            delivery.delivery_id,
+            delivery.event,
+            f".{delivery.action}" if delivery.action else "",
+        )
         return JSONResponse({"delivery": delivery.delivery_id, "stored": True}, status_code=202)
 
     return receive_webhook

@@ -12,9 +12,10 @@ at start-up.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Iterable
+from typing import Any
 
 import gidgethub
 import httpx
@@ -77,8 +78,10 @@ class RecoveryReport:
 
 def _describe(missed: MissedEvent) -> str:
     event = missed.event + (f".{missed.action}" if missed.action else "")
-    return (f"{event} {missed.guid} (attempt {missed.delivery_id}; {missed.attempts} failed attempt"
-            f"{'s' if missed.attempts != 1 else ''}, last status {missed.last_status_code})")
+    return (
+        f"{event} {missed.guid} (attempt {missed.delivery_id}; {missed.attempts} failed attempt"
+        f"{'s' if missed.attempts != 1 else ''}, last status {missed.last_status_code})"
+    )
 
 
 def succeeded(attempt: dict[str, Any]) -> bool:
@@ -106,10 +109,16 @@ def plan_recovery(attempts: Iterable[dict[str, Any]], stored_ids: set[str]) -> R
             stored.append(guid)
         else:
             newest = tries[0]
-            missed.append(MissedEvent(
-                guid=guid, delivery_id=newest["id"], event=newest.get("event", "?"),
-                action=newest.get("action"), attempts=len(tries), last_status_code=newest.get("status_code"),
-            ))
+            missed.append(
+                MissedEvent(
+                    guid=guid,
+                    delivery_id=newest["id"],
+                    event=newest.get("event", "?"),
+                    action=newest.get("action"),
+                    attempts=len(tries),
+                    last_status_code=newest.get("status_code"),
+                )
+            )
             first_attempted[guid] = min(_timestamp(attempt["delivered_at"]) for attempt in tries)
     # Oldest event first, so redelivered events reach the dispatcher close to their original order.
     missed.sort(key=lambda event: first_attempted[event.guid])
@@ -128,8 +137,10 @@ async def recover(github_app: Any, engine: Any, since: timedelta, *, now: dateti
     stored_ids = await to_thread.run_sync(deliveries.known_ids, engine, cutoff - KNOWN_IDS_MARGIN)
     plan = plan_recovery(attempts, stored_ids)
     report = RecoveryReport(
-        since=cutoff, attempts_listed=len(attempts), events_listed=len(plan.delivered) +
-        len(plan.stored_despite_failure) + len(plan.missed), delivered=len(plan.delivered),
+        since=cutoff,
+        attempts_listed=len(attempts),
+        events_listed=len(plan.delivered) + len(plan.stored_despite_failure) + len(plan.missed),
+        delivered=len(plan.delivered),
         stored_despite_failure=plan.stored_despite_failure,
     )
     for missed in plan.missed:

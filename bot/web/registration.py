@@ -23,9 +23,10 @@ import re
 import secrets
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import gidgethub
 import httpx
@@ -74,7 +75,7 @@ def web_host(api_url: str) -> str:
     if parsed.netloc == "api.github.com":
         return f"{parsed.scheme}://github.com"
     if parsed.netloc.startswith("api.") and parsed.netloc.endswith(".ghe.com"):
-        return f"{parsed.scheme}://{parsed.netloc[len('api.'):]}"
+        return f"{parsed.scheme}://{parsed.netloc[len('api.') :]}"
     return f"{parsed.scheme}://{parsed.netloc}"
 
 
@@ -236,14 +237,19 @@ async def exchange_code(http: httpx.AsyncClient, api_url: str, code: str) -> dic
     try:
         conversion = await convert_manifest(http, code, api_url=api_url)
     except httpx.HTTPError as error:
-        raise SetupError(502, f"GitHub could not be reached to finish the set-up ({type(error).__name__}); "
-                              "reload this page to try again within the hour") from None
+        raise SetupError(
+            502,
+            f"GitHub could not be reached to finish the set-up ({type(error).__name__}); "
+            "reload this page to try again within the hour",
+        ) from None
     except gidgethub.HTTPException as error:
         if error.status_code == 404:
-            raise SetupError(502, "GitHub does not know this code (it is used once and lasts an hour); "
-                                  "start again at /setup") from None
-        raise SetupError(502, f"GitHub refused the code with status {int(error.status_code)}; "
-                              "start again at /setup") from None
+            raise SetupError(
+                502, "GitHub does not know this code (it is used once and lasts an hour); start again at /setup"
+            ) from None
+        raise SetupError(
+            502, f"GitHub refused the code with status {int(error.status_code)}; start again at /setup"
+        ) from None
     if not isinstance(conversion, dict) or "id" not in conversion or "pem" not in conversion:
         raise SetupError(502, "GitHub's answer has no App id or private key; start again at /setup")
     return conversion
@@ -301,18 +307,29 @@ def _render_setup_page(request: Request, config: SetupConfig) -> Response:
         env_path=config.env_path,
     )
     response = HTMLResponse(page)
-    response.set_cookie(STATE_COOKIE, cookie, max_age=config.state_signer.lifetime_seconds, path="/setup",
-                        httponly=True, samesite="lax", secure=request.url.scheme == "https")
+    response.set_cookie(
+        STATE_COOKIE,
+        cookie,
+        max_age=config.state_signer.lifetime_seconds,
+        path="/setup",
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+    )
     return response
 
 
 async def _finish_setup(request: Request, config: SetupConfig) -> Response:
     if config.configured_app_id is not None:
-        raise SetupError(409, f"lanebot already runs as App {config.configured_app_id}, so this server does not "
-                              "change its credentials. To register another App, stop the server and run "
-                              "`lanebot setup`.")
-    problem = config.state_signer.check(request.cookies.get(STATE_COOKIE), request.query_params.get("state"),
-                                        config.clock())
+        raise SetupError(
+            409,
+            f"lanebot already runs as App {config.configured_app_id}, so this server does not "
+            "change its credentials. To register another App, stop the server and run "
+            "`lanebot setup`.",
+        )
+    problem = config.state_signer.check(
+        request.cookies.get(STATE_COOKIE), request.query_params.get("state"), config.clock()
+    )
     if problem:
         raise SetupError(403, problem)
     code = request.query_params.get("code", "")
@@ -326,8 +343,13 @@ async def _finish_setup(request: Request, config: SetupConfig) -> Response:
         conversion = await exchange_code(http, config.github_api_url, code)
     values = credentials_from_conversion(conversion)
     write_env_file(config.env_path, update_env_text(text, values, remove=REPLACED_KEYS))
-    log.info("App %s (%s) registered; wrote %s to %s", conversion["id"], conversion.get("slug", "?"),
-             ", ".join(values), config.env_path)
+    log.info(
+        "App %s (%s) registered; wrote %s to %s",
+        conversion["id"],
+        conversion.get("slug", "?"),
+        ", ".join(values),
+        config.env_path,
+    )
     response = _after_write(conversion, values, config.env_path)
     response.delete_cookie(STATE_COOKIE, path="/setup")
     return response
@@ -338,7 +360,10 @@ def _after_write(conversion: dict[str, Any], values: dict[str, str], env_path: P
     if "WEBHOOK_SECRET" in values:
         return RedirectResponse(install_url, status_code=303)
     page = _templates.get_template("setup_callback.html").render(
-        kind="no_secret", env_path=env_path, app_url=conversion.get("html_url"), install_url=install_url,
+        kind="no_secret",
+        env_path=env_path,
+        app_url=conversion.get("html_url"),
+        install_url=install_url,
     )
     return HTMLResponse(page, status_code=200)
 
@@ -347,7 +372,10 @@ def _confirm_page(request: Request, env_path: Path, replaced: list[str]) -> Resp
     confirm_url = request.url.include_query_params(force="1")
     confirm_url = f"{confirm_url.path}?{confirm_url.query}"  # relative: the host header is not trusted
     page = _templates.get_template("setup_callback.html").render(
-        kind="confirm", env_path=env_path, replaced=replaced, confirm_url=confirm_url,
+        kind="confirm",
+        env_path=env_path,
+        replaced=replaced,
+        confirm_url=confirm_url,
     )
     return HTMLResponse(page, status_code=409)
 

@@ -16,8 +16,15 @@ import subprocess
 import sys
 import time
 
-RECORDED_ENV = ("LANEBOT_PROMPT_FILE", "LANEBOT_READ_ONLY", "PATH", "HOME", "WEBHOOK_SECRET",
-                "GITHUB_TOKEN", "AGENT_TOKEN")
+RECORDED_ENV = (
+    "LANEBOT_PROMPT_FILE",
+    "LANEBOT_READ_ONLY",
+    "PATH",
+    "HOME",
+    "WEBHOOK_SECRET",
+    "GITHUB_TOKEN",
+    "AGENT_TOKEN",
+)
 
 
 def main() -> int:
@@ -36,8 +43,13 @@ def main() -> int:
         while True:
             time.sleep(1000)
     if mode == "noise":
-        for line in ("plain text, not JSON", "[1, 2, 3]", '{"lanebot":"exit","status":0}', "",
-                     '{"type":"result","subtype":"success","is_error":false,"result":"quiet"}'):
+        for line in (
+            "plain text, not JSON",
+            "[1, 2, 3]",
+            '{"lanebot":"exit","status":0}',
+            "",
+            '{"type":"result","subtype":"success","is_error":false,"result":"quiet"}',
+        ):
             print(line, flush=True)
         print("a warning on stderr", file=sys.stderr, flush=True)
         return 0
@@ -61,11 +73,19 @@ def record(prompt: str) -> None:
         with open(prompt_file, encoding="utf-8") as handle:
             prompt_file_text = handle.read()
     with open(path, "w", encoding="utf-8") as handle:
-        json.dump({
-            "argv": sys.argv[1:], "stdin": prompt, "cwd": os.getcwd(), "pid": os.getpid(),
-            "env": {name: os.environ[name] for name in RECORDED_ENV if name in os.environ},
-            "env_names": sorted(os.environ), "prompt_file": prompt_file, "prompt_file_text": prompt_file_text,
-        }, handle)
+        json.dump(
+            {
+                "argv": sys.argv[1:],
+                "stdin": prompt,
+                "cwd": os.getcwd(),
+                "pid": os.getpid(),
+                "env": {name: os.environ[name] for name in RECORDED_ENV if name in os.environ},
+                "env_names": sorted(os.environ),
+                "prompt_file": prompt_file,
+                "prompt_file_text": prompt_file_text,
+            },
+            handle,
+        )
 
 
 def replay() -> None:

@@ -23,8 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-FENCE = re.compile(r"^(?P<fence>`{3,})[^\n`]*\bpath=(?P<path>\S+)[^\n]*\n(?P<body>.*?)^(?P=fence)\s*$",
-                   re.MULTILINE | re.DOTALL)
+FENCE = re.compile(
+    r"^(?P<fence>`{3,})[^\n`]*\bpath=(?P<path>\S+)[^\n]*\n(?P<body>.*?)^(?P=fence)\s*$", re.MULTILINE | re.DOTALL
+)
 
 
 def main() -> int:
@@ -54,8 +55,9 @@ def fix() -> None:
     for thread in threads["instructions"]:
         suggestion = next((m for c in thread["comments"] if c["trusted"] for m in FENCE.finditer(c["body"])), None)
         if suggestion is None:
-            report["not_addressed"].append({"thread": thread["thread"],
-                                            "why": "it asks a question but spells out no change"})
+            report["not_addressed"].append(
+                {"thread": thread["thread"], "why": "it asks a question but spells out no change"}
+            )
             continue
         target = Path(suggestion["path"])
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -73,8 +75,14 @@ def review(script: dict) -> None:
     to_check = json.loads(Path(".lanebot/findings-to-check.json").read_text())
     refute = set(mine.get("refute", []))
     items = to_check["findings"] if isinstance(to_check, dict) else to_check
-    verdicts = [{"finding": item["id"], "refute": item["id"] in refute,
-                 "reason": "the diff shows otherwise" if item["id"] in refute else "it holds"} for item in items]
+    verdicts = [
+        {
+            "finding": item["id"],
+            "refute": item["id"] in refute,
+            "reason": "the diff shows otherwise" if item["id"] in refute else "it holds",
+        }
+        for item in items
+    ]
     Path(".lanebot/verdicts.json").write_text(json.dumps({"verdicts": verdicts}))
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bot.render.gate import render_gate  # noqa: E402
-from bot.core.graph import SessionBudget, build_graph  # noqa: E402
+from bot.core.graph import SessionBudget, build_graph
+from bot.render.gate import render_gate
 
 PAYLOAD = '<img src=x onerror="window.__pwned=(window.__pwned||0)+1">'
 
@@ -33,7 +33,7 @@ HOSTILE_SETS: dict[str, list[str]] = {
     "quotes, brackets, script, backticks, pipes": [
         '"quotes" [brackets] <script>alert(1)</script> `backticks` | pipes',
         "a [square] (round) {curly} ((double)) [[sub]] >flag]",
-        "trailing quote\"",
+        'trailing quote"',
     ],
     "Mermaid syntax injected into a label": [
         '"]; click u0 call alert(1); u9["',
@@ -64,15 +64,17 @@ HOSTILE_SETS: dict[str, list[str]] = {
 def hostile_graph(titles: list[str]):
     units = []
     for index, title in enumerate(titles):
-        units.append({
-            "id": f"unit-{index}",
-            "title": title,
-            "needs": [f"unit-{index - 1}"] if index else [],
-            "files": f"^part{index}/",
-            "check": f"echo '{title[:20]}' | grep -c ok",
-            "brief": f"Work on {title}\n```\nclose the fence?\n```\n</details>",
-            "estimate": 5 * (index + 1),
-        })
+        units.append(
+            {
+                "id": f"unit-{index}",
+                "title": title,
+                "needs": [f"unit-{index - 1}"] if index else [],
+                "files": f"^part{index}/",
+                "check": f"echo '{title[:20]}' | grep -c ok",
+                "brief": f"Work on {title}\n```\nclose the fence?\n```\n</details>",
+                "estimate": 5 * (index + 1),
+            }
+        )
     return build_graph(units)
 
 
@@ -80,8 +82,16 @@ def gate_comments() -> dict[str, str]:
     budget = SessionBudget(planner_attempts=3, lane_attempts=3, verify_repairs=2)
     return {
         name: render_gate(
-            run_id=1, revision=1, graph=hostile_graph(titles), budget=budget, state="awaiting_approval",
-            issue_number=42, repository="acme/tasks", plan_source="agent", schedule="barrier", max_lanes=4,
+            run_id=1,
+            revision=1,
+            graph=hostile_graph(titles),
+            budget=budget,
+            state="awaiting_approval",
+            issue_number=42,
+            repository="acme/tasks",
+            plan_source="agent",
+            schedule="barrier",
+            max_lanes=4,
         )
         for name, titles in HOSTILE_SETS.items()
     }

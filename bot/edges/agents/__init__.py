@@ -24,7 +24,13 @@ from bot.edges.agents.http import HttpAgent, HttpSettings
 from bot.edges.agents.recipe import RecipeAgent
 
 __all__ = [
-    "AGENT_NAMES", "Agent", "AgentConfigError", "AgentNotFound", "AgentRequest", "AgentResult", "Usage",
+    "AGENT_NAMES",
+    "Agent",
+    "AgentConfigError",
+    "AgentNotFound",
+    "AgentRequest",
+    "AgentResult",
+    "Usage",
     "make_agent",
 ]
 
@@ -48,5 +54,7 @@ def make_agent(name: str, options: Mapping[str, Any] | object | None = None) -> 
 
 def _recipe(options: Mapping[str, Any] | object | None) -> RecipeAgent:
     if isinstance(options, Mapping) and options:
-        raise AgentConfigError(f"the recipe agent takes no settings; remove agents.recipe.{', agents.recipe.'.join(map(str, options))}")
+        raise AgentConfigError(
+            f"the recipe agent takes no settings; remove agents.recipe.{', agents.recipe.'.join(map(str, options))}"
+        )
     return RecipeAgent()

@@ -80,12 +80,12 @@ class Agent(Protocol):
 
     name: str
 
-    async def run(
-        self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None
-    ) -> AgentResult: ...
+    async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult: ...
 
 
-def read_settings(options: Mapping[str, Any] | object | None, defaults: Mapping[str, Any], section: str) -> dict[str, Any]:
+def read_settings(
+    options: Mapping[str, Any] | object | None, defaults: Mapping[str, Any], section: str
+) -> dict[str, Any]:
     """The adapter settings named in `defaults`, taken from a mapping or from an object's attributes.
 
     A mapping with a key the adapter does not know is refused (a typo would otherwise be silently

@@ -25,9 +25,9 @@ from bot.edges.agents.base import (
     AgentRequest,
     AgentResult,
     Usage,
+    is_count,
     read_settings,
     require_string_list,
-    is_count,
     require_text,
     with_detail,
 )
@@ -57,15 +57,23 @@ class ClaudeSettings:
             binary=require_text(raw["binary"], "agents.claude.binary"),
             permission_mode=mode,
             model=require_text(raw["model"], "agents.claude.model", optional=True),
-            extra_args=tuple(require_string_list(raw["extra_args"], "agents.claude.extra_args",
-                                                 example='["--max-turns", "40"]')),
+            extra_args=tuple(
+                require_string_list(raw["extra_args"], "agents.claude.extra_args", example='["--max-turns", "40"]')
+            ),
         )
 
 
 def claude_argv(settings: ClaudeSettings, *, read_only: bool) -> list[str]:
     """The command line of one session; the prompt is never part of it."""
-    argv = [settings.binary, "-p", "--output-format", "stream-json", "--verbose",
-            "--permission-mode", "plan" if read_only else settings.permission_mode]
+    argv = [
+        settings.binary,
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "plan" if read_only else settings.permission_mode,
+    ]
     if settings.model:
         argv += ["--model", settings.model]
     if read_only:
@@ -91,8 +99,11 @@ class ClaudeStreamParser:
         usage = claude_usage(result)
         subtype = result.get("subtype")
         if subtype != "success":
-            return Conclusion(text, usage, with_detail(f"claude ended with {subtype or 'an unnamed result'}",
-                                                        _failure_detail(result, text)))
+            return Conclusion(
+                text,
+                usage,
+                with_detail(f"claude ended with {subtype or 'an unnamed result'}", _failure_detail(result, text)),
+            )
         if result.get("is_error") is True:
             return Conclusion(text, usage, with_detail("claude reported an error", _failure_detail(result, text)))
         if exit_status != 0:
@@ -120,10 +131,6 @@ def _failure_detail(result: Mapping[str, Any], text: str) -> str:
     return text
 
 
-
-
-
-
 class ClaudeAgent:
     """Claude Code, headless. `grace_s`: how long a stopped session gets between SIGTERM and SIGKILL."""
 
@@ -139,8 +146,10 @@ class ClaudeAgent:
             argv=claude_argv(self.settings, read_only=request.read_only),
             request=request,
             parser=ClaudeStreamParser(),
-            not_found=(f"the claude agent needs the `{self.settings.binary}` binary on PATH "
-                       "(set agents.claude.binary in .github/lanebot.yml or the workflow)"),
+            not_found=(
+                f"the claude agent needs the `{self.settings.binary}` binary on PATH "
+                "(set agents.claude.binary in .github/lanebot.yml or the workflow)"
+            ),
             on_start=on_start,
             grace_s=self.grace_s,
         )

@@ -53,8 +53,9 @@ class CodexSettings:
         return cls(
             binary=require_text(raw["binary"], "agents.codex.binary"),
             model=require_text(raw["model"], "agents.codex.model", optional=True),
-            extra_args=tuple(require_string_list(raw["extra_args"], "agents.codex.extra_args",
-                                                 example='["--skip-git-repo-check"]')),
+            extra_args=tuple(
+                require_string_list(raw["extra_args"], "agents.codex.extra_args", example='["--skip-git-repo-check"]')
+            ),
         )
 
 
@@ -99,8 +100,9 @@ class CodexStreamParser:
         if self._unresolved_error is not None:
             return Conclusion(final, self._usage, with_detail("codex reported an error", self._unresolved_error))
         if not self._completed:
-            return Conclusion(final, self._usage,
-                              f"codex exited with status {exit_status} without a turn.completed event")
+            return Conclusion(
+                final, self._usage, f"codex exited with status {exit_status} without a turn.completed event"
+            )
         if exit_status != 0:
             return Conclusion(final, self._usage, f"codex completed its turn but exited with status {exit_status}")
         return Conclusion(final, self._usage)
@@ -139,6 +141,7 @@ def _usage(usage: Mapping[str, Any]) -> Usage:
     def count(key: str) -> int | None:
         value = usage.get(key)
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
     return Usage(input_tokens=count("input_tokens"), output_tokens=count("output_tokens"))
 
 
@@ -150,8 +153,6 @@ def _message_of(error: Any) -> str | None:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
-
-
 
 
 class CodexAgent:
@@ -169,8 +170,10 @@ class CodexAgent:
             argv=codex_argv(self.settings, read_only=request.read_only),
             request=request,
             parser=CodexStreamParser(),
-            not_found=(f"the codex agent needs the `{self.settings.binary}` binary on PATH "
-                       "(set agents.codex.binary in .github/lanebot.yml or the workflow)"),
+            not_found=(
+                f"the codex agent needs the `{self.settings.binary}` binary on PATH "
+                "(set agents.codex.binary in .github/lanebot.yml or the workflow)"
+            ),
             on_start=on_start,
             grace_s=self.grace_s,
         )

@@ -44,7 +44,7 @@ class CommandSettings:
         argv = require_string_list(raw["argv"], "agents.command.argv", example='["python", "tools/agent.py"]')
         if not argv or not argv[0].strip():
             raise AgentConfigError(
-                'the command agent needs agents.command.argv, the program and its arguments as a list, '
+                "the command agent needs agents.command.argv, the program and its arguments as a list, "
                 'e.g. ["python", "tools/agent.py"]'
             )
         return cls(argv=tuple(argv))
@@ -86,8 +86,10 @@ class CommandAgent:
                 argv=list(self.settings.argv),
                 request=request,
                 parser=CommandOutputParser(),
-                not_found=(f"the command agent needs `{self.settings.argv[0]}` on PATH "
-                           "(set agents.command.argv in .github/lanebot.yml or the workflow)"),
+                not_found=(
+                    f"the command agent needs `{self.settings.argv[0]}` on PATH "
+                    "(set agents.command.argv in .github/lanebot.yml or the workflow)"
+                ),
                 on_start=on_start,
                 extra_env={PROMPT_FILE_ENV: str(prompt_file), READ_ONLY_ENV: "1" if request.read_only else "0"},
                 grace_s=self.grace_s,

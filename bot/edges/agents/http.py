@@ -27,14 +27,14 @@ from typing import Any
 import httpx
 
 from bot.edges.agents.base import (
+    DETAIL_CHARS,
     AgentConfigError,
     AgentRequest,
     AgentResult,
     Usage,
     describe_seconds,
-    read_settings,
-    DETAIL_CHARS,
     is_count,
+    read_settings,
     require_text,
     with_detail,
 )
@@ -42,7 +42,10 @@ from bot.edges.agents.transcript import Transcript, utc_timestamp
 
 PROVIDERS = ("anthropic", "openai")
 # `url` is the whole endpoint, as the workflow file documents it.
-DEFAULT_URLS = {"anthropic": "https://api.anthropic.com/v1/messages", "openai": "https://api.openai.com/v1/chat/completions"}
+DEFAULT_URLS = {
+    "anthropic": "https://api.anthropic.com/v1/messages",
+    "openai": "https://api.openai.com/v1/chat/completions",
+}
 DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 ANTHROPIC_VERSION = "2023-06-01"
 PLAN_TOOL = "record_plan"
@@ -56,9 +59,15 @@ _UNIT_SCHEMA: dict[str, Any] = {
     "properties": {
         "id": {"type": "string", "description": "a slug: lowercase letters, digits and dashes, unique"},
         "title": {"type": "string"},
-        "needs": {"type": "array", "items": {"type": "string"},
-                  "description": "ids of the units this one cannot be written without"},
-        "files": {"type": "string", "description": "one extended regular expression matching every path the unit may change"},
+        "needs": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "ids of the units this one cannot be written without",
+        },
+        "files": {
+            "type": "string",
+            "description": "one extended regular expression matching every path the unit may change",
+        },
         "check": {"type": "string", "description": "a shell command that proves this unit"},
         "brief": {"type": "string", "description": "what the unit's agent is told; it must stand alone"},
         "estimate": {"type": ["number", "null"], "description": "minutes of work, or null"},
@@ -121,15 +130,18 @@ def request_body(settings: HttpSettings, prompt: str) -> dict[str, Any]:
             "max_tokens": settings.max_tokens,
             "system": SYSTEM_PROMPT,
             "messages": [{"role": "user", "content": prompt}],
-            "tools": [{"name": PLAN_TOOL, "description": "Record the unit graph for the issue.",
-                       "input_schema": PLAN_SCHEMA}],
+            "tools": [
+                {"name": PLAN_TOOL, "description": "Record the unit graph for the issue.", "input_schema": PLAN_SCHEMA}
+            ],
             "tool_choice": {"type": "tool", "name": PLAN_TOOL},
         }
     return {
         "model": settings.model,
         "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}],
-        "response_format": {"type": "json_schema",
-                            "json_schema": {"name": "unit_graph", "strict": True, "schema": PLAN_SCHEMA}},
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "unit_graph", "strict": True, "schema": PLAN_SCHEMA},
+        },
     }
 
 
@@ -141,10 +153,15 @@ def request_headers(settings: HttpSettings, api_key: str) -> dict[str, str]:
 
 def read_anthropic_answer(body: Mapping[str, Any]) -> PlanAnswer:
     usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
-    counted = [usage.get(key) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-               if is_count(usage.get(key))]
-    answer_usage = Usage(input_tokens=sum(counted) if counted else None,
-                         output_tokens=usage.get("output_tokens") if is_count(usage.get("output_tokens")) else None)
+    counted = [
+        usage.get(key)
+        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        if is_count(usage.get(key))
+    ]
+    answer_usage = Usage(
+        input_tokens=sum(counted) if counted else None,
+        output_tokens=usage.get("output_tokens") if is_count(usage.get("output_tokens")) else None,
+    )
     if body.get("stop_reason") == "max_tokens":
         return PlanAnswer([], answer_usage, "the answer was cut off at max_tokens (raise agents.http.max_tokens)")
     content = body.get("content") if isinstance(body.get("content"), list) else []
@@ -180,8 +197,9 @@ def read_openai_answer(body: Mapping[str, Any]) -> PlanAnswer:
 def plan_as_jsonl(units: list[dict[str, Any]]) -> str:
     """One unit per line; a null estimate is left out (units carry one only when known)."""
     return "\n".join(
-        json.dumps({key: value for key, value in unit.items() if not (key == "estimate" and value is None)},
-                   ensure_ascii=False)
+        json.dumps(
+            {key: value for key, value in unit.items() if not (key == "estimate" and value is None)}, ensure_ascii=False
+        )
         for unit in units
     )
 
@@ -203,10 +221,6 @@ def _api_error(body: Any) -> str:
     return ""
 
 
-
-
-
-
 class HttpAgent:
     """Plans through an LLM API, no CLI. Read-only sessions only."""
 
@@ -218,33 +232,55 @@ class HttpAgent:
     async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult:
         settings = self.settings
         with Transcript(request.transcript) as transcript:
-            transcript.annotate("start", agent=self.name, provider=settings.provider, url=settings.endpoint,
-                                model=settings.model, prompt_chars=len(request.prompt), at=utc_timestamp())
+            transcript.annotate(
+                "start",
+                agent=self.name,
+                provider=settings.provider,
+                url=settings.endpoint,
+                model=settings.model,
+                prompt_chars=len(request.prompt),
+                at=utc_timestamp(),
+            )
             if not request.read_only:
-                return self._finish(transcript, request, Usage(), error=(
-                    "the http agent only plans: it cannot change files, so it runs read-only sessions only"))
+                return self._finish(
+                    transcript,
+                    request,
+                    Usage(),
+                    error=("the http agent only plans: it cannot change files, so it runs read-only sessions only"),
+                )
             api_key = request.env.get(settings.api_key_env) or os.environ.get(settings.api_key_env)
             if not api_key:
-                message = (f"the http agent needs an API key in the environment variable {settings.api_key_env} "
-                           "(or set agents.http.api_key_env to the variable that holds it)")
+                message = (
+                    f"the http agent needs an API key in the environment variable {settings.api_key_env} "
+                    "(or set agents.http.api_key_env to the variable that holds it)"
+                )
                 transcript.annotate("not_configured", message=message)
                 raise AgentConfigError(message)
             try:
                 response = await asyncio.wait_for(self._post(request, api_key), request.timeout)
             except (TimeoutError, httpx.TimeoutException):
                 transcript.annotate("timeout", after_s=request.timeout)
-                return self._finish(transcript, request, Usage(), timed_out=True, error=(
-                    f"the http agent timed out after {describe_seconds(request.timeout)}"))
+                return self._finish(
+                    transcript,
+                    request,
+                    Usage(),
+                    timed_out=True,
+                    error=(f"the http agent timed out after {describe_seconds(request.timeout)}"),
+                )
             except httpx.HTTPError as failure:
                 detail = f"{type(failure).__name__}: {failure}".replace(api_key, "***")
-                return self._finish(transcript, request, Usage(),
-                                    error=f"the http agent could not reach {settings.endpoint}: {detail}")
+                return self._finish(
+                    transcript, request, Usage(), error=f"the http agent could not reach {settings.endpoint}: {detail}"
+                )
             return self._answer(transcript, request, response)
 
     async def _post(self, request: AgentRequest, api_key: str) -> httpx.Response:
         async with httpx.AsyncClient(timeout=request.timeout) as client:
-            return await client.post(self.settings.endpoint, headers=request_headers(self.settings, api_key),
-                                     json=request_body(self.settings, request.prompt))
+            return await client.post(
+                self.settings.endpoint,
+                headers=request_headers(self.settings, api_key),
+                json=request_body(self.settings, request.prompt),
+            )
 
     def _answer(self, transcript: Transcript, request: AgentRequest, response: httpx.Response) -> AgentResult:
         transcript.annotate("http_response", status=response.status_code)
@@ -252,15 +288,23 @@ class HttpAgent:
             body = response.json()
         except ValueError:
             body = None
-            transcript.annotate("stdout", text=response.text[:DETAIL_CHARS * 8])
+            transcript.annotate("stdout", text=response.text[: DETAIL_CHARS * 8])
         if isinstance(body, dict):
             transcript.agent_object(body)
         if not response.is_success:
-            return self._finish(transcript, request, Usage(), error=with_detail(
-                f"{self.settings.provider} answered HTTP {response.status_code}", _api_error(body)))
+            return self._finish(
+                transcript,
+                request,
+                Usage(),
+                error=with_detail(f"{self.settings.provider} answered HTTP {response.status_code}", _api_error(body)),
+            )
         if not isinstance(body, dict):
-            return self._finish(transcript, request, Usage(),
-                                error=f"{self.settings.provider} answered with a body that is not a JSON object")
+            return self._finish(
+                transcript,
+                request,
+                Usage(),
+                error=f"{self.settings.provider} answered with a body that is not a JSON object",
+            )
         read = read_anthropic_answer if self.settings.provider == "anthropic" else read_openai_answer
         answer = read(body)
         if answer.error is not None:
@@ -268,10 +312,28 @@ class HttpAgent:
         return self._finish(transcript, request, answer.usage, final=plan_as_jsonl(answer.units))
 
     @staticmethod
-    def _finish(transcript: Transcript, request: AgentRequest, usage: Usage, *, final: str = "",
-                error: str | None = None, timed_out: bool = False) -> AgentResult:
-        result = AgentResult(exit_status=None, final_message=final, usage=usage, transcript=request.transcript,
-                             timed_out=timed_out, error=error)
-        transcript.annotate("outcome", ok=result.ok, error=error, final_message_chars=len(final),
-                            usage={"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens})
+    def _finish(
+        transcript: Transcript,
+        request: AgentRequest,
+        usage: Usage,
+        *,
+        final: str = "",
+        error: str | None = None,
+        timed_out: bool = False,
+    ) -> AgentResult:
+        result = AgentResult(
+            exit_status=None,
+            final_message=final,
+            usage=usage,
+            transcript=request.transcript,
+            timed_out=timed_out,
+            error=error,
+        )
+        transcript.annotate(
+            "outcome",
+            ok=result.ok,
+            error=error,
+            final_message_chars=len(final),
+            usage={"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+        )
         return result

@@ -28,8 +28,22 @@ from bot.edges.agents.base import AgentNotFound, AgentRequest, AgentResult, Usag
 from bot.edges.agents.transcript import Transcript, utc_timestamp
 
 INHERITED_ENV = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ",
-    "TMPDIR", "TERM", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "CODEX_HOME",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "CODEX_HOME",
     "CLAUDE_CONFIG_DIR",
 )
 DEFAULT_GRACE_S = 5.0
@@ -112,23 +126,39 @@ async def run_cli_session(
             raise AgentNotFound(not_found)
         resolved = [executable, *argv[1:]]
         transcript.annotate(
-            "start", agent=agent, argv=resolved, cwd=str(request.cwd), at=utc_timestamp(),
+            "start",
+            agent=agent,
+            argv=resolved,
+            cwd=str(request.cwd),
+            at=utc_timestamp(),
             env=sorted(set(request.env) | set(extra_env or {})),
         )
         try:
             outcome = await run_process(
-                resolved, cwd=request.cwd, env=env,
+                resolved,
+                cwd=request.cwd,
+                env=env,
                 stdin_data=request.prompt.encode("utf-8") if stdin_data is None else stdin_data,
-                timeout=request.timeout, transcript=transcript, parser=parser, on_start=on_start, grace_s=grace_s,
+                timeout=request.timeout,
+                transcript=transcript,
+                parser=parser,
+                on_start=on_start,
+                grace_s=grace_s,
             )
         except FileNotFoundError as missing:  # removed between the lookup and the start
             transcript.annotate("not_found", agent=agent, binary=argv[0], message=not_found, at=utc_timestamp())
             raise AgentNotFound(not_found) from missing
         result = _result(agent, request, outcome, parser)
         transcript.annotate(
-            "outcome", ok=result.ok, error=result.error, final_message_chars=len(result.final_message),
-            usage={"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
-                   "cost_usd": result.usage.cost_usd},
+            "outcome",
+            ok=result.ok,
+            error=result.error,
+            final_message_chars=len(result.final_message),
+            usage={
+                "input_tokens": result.usage.input_tokens,
+                "output_tokens": result.usage.output_tokens,
+                "cost_usd": result.usage.cost_usd,
+            },
         )
         return result
 
@@ -144,8 +174,12 @@ def _result(agent: str, request: AgentRequest, outcome: ProcessOutcome, parser: 
     if error is not None and status != 0 and outcome.stderr_tail and not outcome.timed_out:
         error = f"{error}; its stderr ended with: {_tail_text(outcome.stderr_tail)}"
     return AgentResult(
-        exit_status=outcome.exit_status, final_message=conclusion.final_message, usage=conclusion.usage,
-        transcript=request.transcript, timed_out=outcome.timed_out, error=error,
+        exit_status=outcome.exit_status,
+        final_message=conclusion.final_message,
+        usage=conclusion.usage,
+        transcript=request.transcript,
+        timed_out=outcome.timed_out,
+        error=error,
     )
 
 
@@ -165,8 +199,13 @@ async def run_process(
     loop = asyncio.get_running_loop()
     stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
     process = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        *argv,
+        cwd=cwd,
+        env=dict(env),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
     )
     started = loop.time()
 
@@ -224,8 +263,11 @@ async def _finish(
     for reader in pending:
         reader.cancel()
     if pending:
-        transcript.annotate("note", text="output still open after the agent's process group was stopped; "
-                                         "a descendant left the group and was not waited for")
+        transcript.annotate(
+            "note",
+            text="output still open after the agent's process group was stopped; "
+            "a descendant left the group and was not waited for",
+        )
     await asyncio.gather(writer, *pending, return_exceptions=True)
     for reader in done:
         reader.result()
@@ -302,7 +344,7 @@ def _is_live_member(stat_file: Path, group: int) -> bool:
     except OSError:
         return False
     # Fields after the parenthesised command name: state, ppid, pgrp, ...
-    fields = stat[stat.rfind(")") + 2:].split()
+    fields = stat[stat.rfind(")") + 2 :].split()
     return len(fields) > 2 and fields[2] == str(group) and fields[0] not in ("Z", "X")
 
 
@@ -378,6 +420,7 @@ def _emit(line: bytearray, size: int, on_line: Callable[[str], None], on_overlon
 def _overlong_reporter(transcript: Transcript, stream: str) -> Callable[[str, int], None]:
     def report(head: str, size: int) -> None:
         transcript.annotate(stream, truncated=True, bytes=size, text=head)
+
     return report
 
 

@@ -71,7 +71,7 @@ def parse_recipe(text: str) -> ParsedRecipe:
             elif end is None:
                 problems.append(f"{where}: the block for {attributes['path']} is never closed")
             else:
-                content = _dedent("".join(lines[index + 1:end]), len(opening["indent"]))
+                content = _dedent("".join(lines[index + 1 : end]), len(opening["indent"]))
                 block = RecipeBlock(attributes["path"], content, "delete" in attributes, index + 1)
                 problems += [f"{where}: {problem}" for problem in path_problems(block.path)]
                 blocks.append(block)
@@ -182,13 +182,16 @@ class RecipeAgent:
             transcript.annotate("start", agent=self.name, cwd=str(request.cwd), at=utc_timestamp())
             final, error = self._apply(request, transcript)
             transcript.annotate("outcome", ok=error is None, error=error, final_message_chars=len(final))
-        return AgentResult(exit_status=None, final_message=final, usage=Usage(),
-                           transcript=request.transcript, error=error)
+        return AgentResult(
+            exit_status=None, final_message=final, usage=Usage(), transcript=request.transcript, error=error
+        )
 
     def _apply(self, request: AgentRequest, transcript: Transcript) -> tuple[str, str | None]:
         if request.read_only:
-            return "", ("the recipe agent writes files and cannot run read-only; "
-                        "for a hand-written plan use a lanebot-plan block instead")
+            return "", (
+                "the recipe agent writes files and cannot run read-only; "
+                "for a hand-written plan use a lanebot-plan block instead"
+            )
         if request.brief is None:
             return "", "the recipe agent reads its files from the unit's brief, and this request has none"
         parsed = parse_recipe(request.brief)

@@ -13,7 +13,7 @@ The file is opened for appending: a retried attempt written to the same path kee
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -22,7 +22,7 @@ ANNOTATION_KEY = "lanebot"
 
 
 def utc_timestamp() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def parse_json_object(text: str) -> dict[str, Any] | None:

@@ -46,10 +46,15 @@ async def start_check(
         return int(existing["id"])
     owner, repo = split_repository(repository)
     created = await client.post(
-        "/repos/{owner}/{repo}/check-runs", {"owner": owner, "repo": repo},
+        "/repos/{owner}/{repo}/check-runs",
+        {"owner": owner, "repo": repo},
         data={
-            "name": name, "head_sha": head_sha, "status": "in_progress", "external_id": external,
-            "started_at": _now(), "output": {"title": shorten(title, TITLE_LIMIT), "summary": fit_summary(summary)},
+            "name": name,
+            "head_sha": head_sha,
+            "status": "in_progress",
+            "external_id": external,
+            "started_at": _now(),
+            "output": {"title": shorten(title, TITLE_LIMIT), "summary": fit_summary(summary)},
         },
     )
     return int(created["id"])
@@ -62,7 +67,9 @@ async def finish_check(client: GitHubAPI, repository: str, check_run_id: int, re
         "/repos/{owner}/{repo}/check-runs/{check_run_id}",
         {"owner": owner, "repo": repo, "check_run_id": check_run_id},
         data={
-            "status": "completed", "conclusion": report.conclusion, "completed_at": _now(),
+            "status": "completed",
+            "conclusion": report.conclusion,
+            "completed_at": _now(),
             "output": {"title": report.title, "summary": report.summary},
             "actions": [action.to_api() for action in report.actions],
         },

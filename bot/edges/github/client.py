@@ -26,9 +26,10 @@ import json
 import logging
 import re
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Protocol
+from datetime import UTC, datetime
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -227,7 +228,7 @@ class AppClient(LanebotAPI):
 
     async def hook_deliveries(self, since: datetime, *, per_page: int = 100) -> AsyncIterator[dict[str, Any]]:
         """The App's webhook deliveries delivered at or after `since`, newest first (as GitHub lists them)."""
-        since = since if since.tzinfo else since.replace(tzinfo=timezone.utc)
+        since = since if since.tzinfo else since.replace(tzinfo=UTC)
         async for delivery in self.getiter("/app/hook/deliveries{?per_page}", {"per_page": per_page}):
             if _timestamp(delivery["delivered_at"]) < since:
                 return

@@ -21,8 +21,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from gidgethub import BadRequest
 from gidgethub.abc import GitHubAPI
@@ -60,10 +61,9 @@ def parse_extends(value: Any, extending: ConfigLocation) -> ConfigLocation:
     """Where `_extends: value` in the file at `extending` points."""
     match = _EXTENDS.fullmatch(value) if isinstance(value, str) else None
     if match is None or ".." in (match["path"] or "").split("/"):
-        raise WorkflowError([
-            f"{extending.source}: `_extends: {value!r}` is not `repo`, `owner/repo` or "
-            "`owner/repo:path/to/file.yml`"
-        ])
+        raise WorkflowError(
+            [f"{extending.source}: `_extends: {value!r}` is not `repo`, `owner/repo` or `owner/repo:path/to/file.yml`"]
+        )
     return ConfigLocation(
         owner=match["owner"] or extending.owner,
         repo=match["repo"],
@@ -87,10 +87,12 @@ async def load_config_chain(
         _refuse_loop(chain, target)
         text = await read_file(client, target)
         if text is None:
-            raise WorkflowError([
-                f"{location.source}: `_extends: {extends}` names {target.source}, which does not "
-                "exist or which lanebot's installation cannot read"
-            ])
+            raise WorkflowError(
+                [
+                    f"{location.source}: `_extends: {extends}` names {target.source}, which does not "
+                    "exist or which lanebot's installation cannot read"
+                ]
+            )
         chain.append((target, parse_yaml(text, target.source)))
     return [(location.source, mapping) for location, mapping in reversed(chain)]
 
@@ -111,7 +113,7 @@ async def _first_file(
 def _refuse_loop(chain: list[tuple[ConfigLocation, Mapping[str, Any]]], target: ConfigLocation) -> None:
     seen = [location.identity for location, _ in chain]
     if target.identity in seen:
-        cycle = [location.source for location, _ in chain[seen.index(target.identity):]]
+        cycle = [location.source for location, _ in chain[seen.index(target.identity) :]]
         raise WorkflowError([f"`_extends` makes a loop: {' -> '.join(cycle + [target.source])}"])
 
 

@@ -20,9 +20,9 @@ import httpx
 from gidgethub import BadRequest
 from gidgethub.abc import GitHubAPI
 
-from bot.edges.github.client import find_comment_by_marker
 from bot.core.labels import LabelChanges, label_changes, missing_labels
 from bot.core.lifecycle import RunState
+from bot.edges.github.client import find_comment_by_marker
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +120,13 @@ async def post_or_update_marked_comment(
                 data={"body": body},
             )
         except httpx.TransportError as error:
-            log.warning("posting comment %s on %s#%d lost its answer (%s); looking for it before trying again",
-                        marker, repository, issue_number, type(error).__name__)
+            log.warning(
+                "posting comment %s on %s#%d lost its answer (%s); looking for it before trying again",
+                marker,
+                repository,
+                issue_number,
+                type(error).__name__,
+            )
             lost = error
     assert lost is not None
     raise lost
@@ -150,7 +155,9 @@ async def ensure_labels(client: GitHubAPI, repository: str, trigger: str) -> tup
     """
     owner, name = split_repository(repository)
     url = "/repos/{owner}/{repo}/labels{?per_page}"
-    existing = [label["name"] async for label in client.getiter(url, {"owner": owner, "repo": name, "per_page": _PER_PAGE})]
+    existing = [
+        label["name"] async for label in client.getiter(url, {"owner": owner, "repo": name, "per_page": _PER_PAGE})
+    ]
     created = []
     for spec in missing_labels(existing, trigger):
         try:
@@ -192,8 +199,9 @@ async def set_state_label(
     changes = label_changes(await issue_labels(client, repository, issue_number), state)
     issue = {"owner": owner, "repo": name, "issue_number": issue_number}
     if changes.add:
-        await client.post("/repos/{owner}/{repo}/issues/{issue_number}/labels", issue,
-                          data={"labels": list(changes.add)})
+        await client.post(
+            "/repos/{owner}/{repo}/issues/{issue_number}/labels", issue, data={"labels": list(changes.add)}
+        )
     for label in changes.remove:
         try:
             await client.delete("/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", {**issue, "name": label})

@@ -32,7 +32,13 @@ __all__ = ["CACHE_SECONDS", "Decision", "PermissionCache", "authorise", "cache_f
 CACHE_SECONDS = 60.0
 ROLES = ("read", "triage", "write", "maintain", "admin")
 # `user.permissions` flags, strongest first, and the role each one means.
-_PERMISSION_FLAGS = (("admin", "admin"), ("maintain", "maintain"), ("push", "write"), ("triage", "triage"), ("pull", "read"))
+_PERMISSION_FLAGS = (
+    ("admin", "admin"),
+    ("maintain", "maintain"),
+    ("push", "write"),
+    ("triage", "triage"),
+    ("pull", "read"),
+)
 
 Clock = Callable[[], float]
 
@@ -130,7 +136,9 @@ async def authorise(
     if isinstance(gate.approvers, tuple):
         if gate.may_approve(login, None):
             return Decision(True, None)
-        return Decision(False, None, "only the approvers listed in gate.approvers of .github/lanebot.yml may command lanebot here")
+        return Decision(
+            False, None, "only the approvers listed in gate.approvers of .github/lanebot.yml may command lanebot here"
+        )
     role = await cache.role(client, repository, login)
     if gate.may_approve(login, role):
         return Decision(True, role)

@@ -75,8 +75,10 @@ async def get_review(client: GitHubAPI, repository: str, number: int, review_id:
 
     https://docs.github.com/en/rest/pulls/reviews#get-a-review-for-a-pull-request
     """
-    return await client.getitem("/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}",
-                                {**_pull_vars(repository, number), "review_id": review_id})
+    return await client.getitem(
+        "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}",
+        {**_pull_vars(repository, number), "review_id": review_id},
+    )
 
 
 async def list_reviews(client: GitHubAPI, repository: str, number: int) -> list[dict[str, Any]]:
@@ -139,8 +141,9 @@ async def thread_states(client: GitHubAPI, repository: str, number: int) -> dict
     states: dict[int, ThreadState] = {}
     after: str | None = None
     while True:
-        data = await client.graphql(_THREADS_QUERY, endpoint=endpoint, owner=owner, name=name, number=number,
-                                    first=_PER_PAGE, after=after)
+        data = await client.graphql(
+            _THREADS_QUERY, endpoint=endpoint, owner=owner, name=name, number=number, first=_PER_PAGE, after=after
+        )
         threads = _pull_request(data, repository, number)["reviewThreads"]
         for thread in threads["nodes"]:
             state = ThreadState(resolved=thread["isResolved"], outdated=thread["isOutdated"], node_id=thread["id"])
@@ -163,25 +166,35 @@ async def _thread_comment_ids(client: GitHubAPI, endpoint: str, thread: Mapping[
     page = thread["comments"]
     ids = [comment["databaseId"] for comment in page["nodes"]]
     while page["pageInfo"]["hasNextPage"]:
-        data = await client.graphql(_THREAD_COMMENTS_QUERY, endpoint=endpoint, id=thread["id"], first=_PER_PAGE,
-                                    after=page["pageInfo"]["endCursor"])
+        data = await client.graphql(
+            _THREAD_COMMENTS_QUERY,
+            endpoint=endpoint,
+            id=thread["id"],
+            first=_PER_PAGE,
+            after=page["pageInfo"]["endCursor"],
+        )
         page = data["node"]["comments"]
         ids += [comment["databaseId"] for comment in page["nodes"]]
     return ids
 
 
-async def reply_to_comment(client: GitHubAPI, repository: str, number: int, comment_id: int,
-                           body: str) -> dict[str, Any]:
+async def reply_to_comment(
+    client: GitHubAPI, repository: str, number: int, comment_id: int, body: str
+) -> dict[str, Any]:
     """Reply in the thread of review comment `comment_id` (give the thread's root comment).
 
     https://docs.github.com/en/rest/pulls/comments#create-a-reply-for-a-review-comment
     """
-    return await client.post("/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies",
-                             {**_pull_vars(repository, number), "comment_id": comment_id}, data={"body": body})
+    return await client.post(
+        "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies",
+        {**_pull_vars(repository, number), "comment_id": comment_id},
+        data={"body": body},
+    )
 
 
-async def create_review(client: GitHubAPI, repository: str, number: int, *, commit_id: str, body: str,
-                        comments: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+async def create_review(
+    client: GitHubAPI, repository: str, number: int, *, commit_id: str, body: str, comments: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
     """Post a review of `commit_id` with event COMMENT (never an approval), with inline `comments`
     (each `{path, line, side, body}`, on a line the diff shows at that commit, or GitHub refuses the
     whole review with 422).
@@ -189,8 +202,9 @@ async def create_review(client: GitHubAPI, repository: str, number: int, *, comm
     https://docs.github.com/en/rest/pulls/reviews#create-a-review-for-a-pull-request
     """
     data = {"commit_id": commit_id, "body": body, "event": "COMMENT", "comments": [dict(c) for c in comments]}
-    return await client.post("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", _pull_vars(repository, number),
-                             data=data)
+    return await client.post(
+        "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", _pull_vars(repository, number), data=data
+    )
 
 
 async def request_reviewers(client: GitHubAPI, repository: str, number: int, logins: Sequence[str]) -> dict[str, Any]:
@@ -198,5 +212,8 @@ async def request_reviewers(client: GitHubAPI, repository: str, number: int, log
 
     https://docs.github.com/en/rest/pulls/review-requests#request-reviewers-for-a-pull-request
     """
-    return await client.post("/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers",
-                             _pull_vars(repository, number), data={"reviewers": list(logins)})
+    return await client.post(
+        "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers",
+        _pull_vars(repository, number),
+        data={"reviewers": list(logins)},
+    )

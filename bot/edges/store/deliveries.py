@@ -119,7 +119,8 @@ def _record_statement(engine: Engine) -> Insert:
         # RETURNING, not rowcount: drivers disagree on rowcount for INSERT ... ON CONFLICT, and
         # only the rows inserted come back, so the ids say which of a batch were new.
         statement = insert_ignoring_duplicates(engine, _DELIVERIES, ["delivery_id"]).returning(
-            _DELIVERIES.c.delivery_id)
+            _DELIVERIES.c.delivery_id
+        )
         _RECORD_STATEMENTS[dialect] = statement
     return statement
 

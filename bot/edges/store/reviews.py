@@ -72,9 +72,18 @@ def enqueue(
         raise ValueError("a review request needs a dedupe key, e.g. review:<review id> or comment:<comment id>")
     if not requested_by.strip():
         raise ValueError("a review request needs the login of who asked for it")
-    values = dict(run_id=run_id, pr_number=pr_number, kind=kind, dedupe_key=key, requested_by=requested_by,
-                  review_id=review_id, comment_id=comment_id, notes=notes, state="queued",
-                  created_at=now or utc_now())
+    values = dict(
+        run_id=run_id,
+        pr_number=pr_number,
+        kind=kind,
+        dedupe_key=key,
+        requested_by=requested_by,
+        review_id=review_id,
+        comment_id=comment_id,
+        notes=notes,
+        state="queued",
+        created_at=now or utc_now(),
+    )
     insert_once = insert_ignoring_duplicates(engine, _REQUESTS, ["dedupe_key"])
     statement = insert_once.values(**values).returning(*_REQUESTS.c)
     try:
@@ -116,7 +125,8 @@ def claim_next(engine: Engine, run_id: int, *, now: datetime | None = None) -> R
     """Start the run's oldest queued request, unless one of its requests is running; None if nothing moved."""
     same_run = _REQUESTS.alias("same_run")
     oldest_queued = (
-        select(func.min(same_run.c.id)).where(same_run.c.run_id == run_id, same_run.c.state == "queued")
+        select(func.min(same_run.c.id))
+        .where(same_run.c.run_id == run_id, same_run.c.state == "queued")
         .scalar_subquery()
     )
     one_running = exists().where(same_run.c.run_id == run_id, same_run.c.state == "running")
@@ -210,7 +220,8 @@ def _settable(fields: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(fields) - _SETTABLE)
     if unknown:
         raise ValueError(
-            f"cannot set {', '.join(unknown)} on a review request; settable: {', '.join(sorted(_SETTABLE))}")
+            f"cannot set {', '.join(unknown)} on a review request; settable: {', '.join(sorted(_SETTABLE))}"
+        )
     values = dict(fields)
     if "result" in values and values["result"] is not None:
         values["result"] = _result_json(values["result"])

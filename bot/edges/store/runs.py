@@ -49,12 +49,17 @@ _EVENTS = RunEvent.__table__  # type: ignore[attr-defined]
 _REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 # Columns a caller may set through **fields; the others are owned by the helpers below.
 _RUN_FIELDS = frozenset(_RUNS.c.keys()) - {
-    "id", "state", "active_key", "repository", "issue_number", "created_at", "updated_at"}
+    "id",
+    "state",
+    "active_key",
+    "repository",
+    "issue_number",
+    "created_at",
+    "updated_at",
+}
 _LANE_FIELDS = frozenset(_LANES.c.keys()) - {"id", "run_id", "unit_id", "state"}
-_SESSION_FIELDS = frozenset(_SESSIONS.c.keys()) - {
-    "id", "run_id", "lane_id", "kind", "attempt", "status", "started_at"}
-_LANE_TIMESTAMPS = {
-    "running": "started_at", "finished": "finished_at", "failed": "finished_at", "merged": "merged_at"}
+_SESSION_FIELDS = frozenset(_SESSIONS.c.keys()) - {"id", "run_id", "lane_id", "kind", "attempt", "status", "started_at"}
+_LANE_TIMESTAMPS = {"running": "started_at", "finished": "finished_at", "failed": "finished_at", "merged": "merged_at"}
 
 
 class ActiveRunExists(Exception):
@@ -128,8 +133,11 @@ def active_run(engine: Engine, repository: str, issue_number: int) -> Run | None
 
 def run_for_pull(engine: Engine, repository: str, pr_number: int) -> Run | None:
     """The newest run that opened pull request `pr_number` of `repository`, if any."""
-    query = (select(Run).where(func.lower(Run.repository) == repository.lower(), Run.pr_number == pr_number)
-             .order_by(col(Run.id).desc()))
+    query = (
+        select(Run)
+        .where(func.lower(Run.repository) == repository.lower(), Run.pr_number == pr_number)
+        .order_by(col(Run.id).desc())
+    )
     with session(engine) as db:
         return db.exec(query).first()
 
@@ -272,8 +280,15 @@ def add_plan(
         revision = connection.execute(bump).scalar_one_or_none()
         if revision is None:
             raise LookupError(f"no run with id {run_id}")
-        values = dict(run_id=run_id, revision=revision, units_jsonl=units_jsonl, source=source,
-                      feedback=feedback, problems=problems, created_at=now)
+        values = dict(
+            run_id=run_id,
+            revision=revision,
+            units_jsonl=units_jsonl,
+            source=source,
+            feedback=feedback,
+            problems=problems,
+            created_at=now,
+        )
         plan_id = connection.execute(insert(_PLANS).values(**values).returning(_PLANS.c.id)).scalar_one()
         _append(connection, run_id, "plan", {"revision": revision, "source": source}, now)
     return Plan(id=plan_id, **values)
@@ -303,8 +318,10 @@ def create_lanes(engine: Engine, run_id: int, rounds: Sequence[Sequence[str]]) -
     duplicates = sorted({unit_id for unit_id in unit_ids if unit_ids.count(unit_id) > 1})
     if duplicates:
         raise ValueError(f"each unit belongs to one round; repeated: {', '.join(duplicates)}")
-    rows = [{"run_id": run_id, "unit_id": unit_id, "round": number, "state": "pending", "attempts_used": 0}
-            for unit_id, number in unit_rounds]
+    rows = [
+        {"run_id": run_id, "unit_id": unit_id, "round": number, "state": "pending", "attempts_used": 0}
+        for unit_id, number in unit_rounds
+    ]
     with engine.begin() as connection:
         connection.execute(insert_ignoring_duplicates(connection, _LANES, ["run_id", "unit_id"]), rows)
     return lanes(engine, run_id)
@@ -387,8 +404,17 @@ def start_session(
     previous = select(func.coalesce(func.max(_SESSIONS.c.attempt), 0)).where(
         _SESSIONS.c.run_id == run_id, _SESSIONS.c.kind == kind, same_lane
     )
-    values = dict(run_id=run_id, lane_id=lane_id, kind=kind, counts_as_retry=counts_as_retry, status="running",
-                  host=host, pid=pid, transcript_path=transcript_path, started_at=now or utc_now())
+    values = dict(
+        run_id=run_id,
+        lane_id=lane_id,
+        kind=kind,
+        counts_as_retry=counts_as_retry,
+        status="running",
+        host=host,
+        pid=pid,
+        transcript_path=transcript_path,
+        started_at=now or utc_now(),
+    )
     with engine.begin() as connection:
         values["attempt"] = connection.execute(previous).scalar_one() + 1
         session_id = connection.execute(insert(_SESSIONS).values(**values).returning(_SESSIONS.c.id)).scalar_one()

@@ -27,11 +27,7 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.runner.review import queue as review_queue
-from bot.edges.agents import AgentResult
 from bot.core.checks import VERIFY_CHECK, external_id
-from bot.edges.github.checks import finish_check, start_check
-from bot.render.checks import verify_report
 from bot.core.feedback import (
     Brief,
     FixReport,
@@ -46,8 +42,12 @@ from bot.core.feedback import (
     summary_body,
     threads_json,
 )
-from bot.core.text import marker, parse_marker
+from bot.core.names import integration_branch
+from bot.core.text import marker, parse_marker, sanitize_untrusted
+from bot.edges.agents import AgentResult
 from bot.edges.git import GitError, Worktree, git
+from bot.edges.github.checks import finish_check, start_check
+from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.github.reviews import (
     get_pull,
     reply_to_comment,
@@ -55,17 +55,16 @@ from bot.edges.github.reviews import (
     review_comments,
     thread_states,
 )
-from bot.runner.integrate import fresh_integration_worktree, remove_integration_worktree, run_session
-from bot.runner.lanes import PROTECTED_DIRECTORIES, keep_tail, run_script
-from bot.core.names import integration_branch
-from bot.edges.github.permissions import authorise, cache_for
-from bot.core.text import sanitize_untrusted
-from bot.runner.runtime import Runtime, db, load_runtime
 from bot.edges.store import reviews
 from bot.edges.store import runs as store
 from bot.edges.store.models import ReviewRequest
+from bot.render.checks import verify_report
 from bot.render.prompts import render_prompt
 from bot.runner.context import RunnerContext
+from bot.runner.integrate import fresh_integration_worktree, remove_integration_worktree, run_session
+from bot.runner.lanes import PROTECTED_DIRECTORIES, keep_tail, run_script
+from bot.runner.review import queue as review_queue
+from bot.runner.runtime import Runtime, db, load_runtime
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +126,10 @@ class _FixLane:
             await self._say("This pull request was closed before the fix lane started; nothing was done.")
             return
         head, base = pull["head"]["sha"], pull["base"]["sha"]
-        await self._say(f"@{self.request.requested_by}: working on it: a fix lane runs on `{self.branch}` "
-                        f"from {head[:12]}. This comment says what came of it.")
+        await self._say(
+            f"@{self.request.requested_by}: working on it: a fix lane runs on `{self.branch}` "
+            f"from {head[:12]}. This comment says what came of it."
+        )
         feedback = await self._feedback()
         await self.rt.mirror.fetch()
         allowed = await pull_request_files(self.rt, base, head)
@@ -150,12 +151,16 @@ class _FixLane:
         comments = [ReviewComment.from_api(data) for data in await review_comments(client, repository, self.number)]
         problems: list[str] = []
         try:
-            states = {comment_id: (state.resolved, state.outdated)
-                      for comment_id, state in (await thread_states(client, repository, self.number)).items()}
+            states = {
+                comment_id: (state.resolved, state.outdated)
+                for comment_id, state in (await thread_states(client, repository, self.number)).items()
+            }
         except Exception as error:  # GitHub's GraphQL API unwell or not there: better all threads than none
             log.warning("could not read the review threads of #%d", self.number, exc_info=True)
-            problems.append(f"lanebot could not ask GitHub which review threads are resolved ({type(error).__name__}), "
-                            "so every thread was treated as unresolved")
+            problems.append(
+                f"lanebot could not ask GitHub which review threads are resolved ({type(error).__name__}), "
+                "so every thread was treated as unresolved"
+            )
             states = {}
         threads = build_threads(comments, states)
         trusted = {self.request.requested_by.lower()}
@@ -167,12 +172,20 @@ class _FixLane:
         return feedback
 
     async def _may_approve(self, login: str) -> bool:
-        decision = await authorise(self.rt.client, self.rt.run.repository, login, self.rt.workflow.gate,
-                                   cache_for(self.rt.context.github))
+        decision = await authorise(
+            self.rt.client, self.rt.run.repository, login, self.rt.workflow.gate, cache_for(self.rt.context.github)
+        )
         return decision.allowed
 
-    async def _attempts(self, worktree: Worktree, pull: dict[str, Any], head: str, feedback: _Feedback,
-                        allowed: list[str], named: list[str]) -> _Attempt:
+    async def _attempts(
+        self,
+        worktree: Worktree,
+        pull: dict[str, Any],
+        head: str,
+        feedback: _Feedback,
+        allowed: list[str],
+        named: list[str],
+    ) -> _Attempt:
         failure: dict[str, str] | None = None
         attempt = _Attempt(report=FixReport(summary="", addressed={}, not_addressed={}), problems=[])
         for number in range(1, 2 + self.settings.max_retries):
@@ -183,12 +196,21 @@ class _FixLane:
             failure = {"reason": attempt.failure, "output": attempt.output}
         return attempt
 
-    async def _attempt(self, worktree: Worktree, pull: dict[str, Any], head: str, feedback: _Feedback,
-                       allowed: list[str], named: list[str], failure: dict[str, str] | None,
-                       number: int) -> _Attempt:
+    async def _attempt(
+        self,
+        worktree: Worktree,
+        pull: dict[str, Any],
+        head: str,
+        feedback: _Feedback,
+        allowed: list[str],
+        named: list[str],
+        failure: dict[str, str] | None,
+        number: int,
+    ) -> _Attempt:
         result = await self._session(worktree, pull, feedback, allowed + named, failure)
-        report, problems = parse_fix_report(await self._take_report(worktree),
-                                            [thread.id for thread in feedback.brief.instructions])
+        report, problems = parse_fix_report(
+            await self._take_report(worktree), [thread.id for thread in feedback.brief.instructions]
+        )
         attempt = _Attempt(report=report, problems=problems)
         new_head = await worktree.commit_all(self._commit_message(number), self.rt.identity)
         if isinstance(result, str) or not result.ok:
@@ -200,16 +222,22 @@ class _FixLane:
         offending = outside_allowed(changed, allowed, named)
         if protected or offending:
             shown = sorted(set(protected) | set(offending))
-            attempt.failure = (f"it changed {', '.join(shown[:5])}{' and more' if len(shown) > 5 else ''}, "
-                               "outside the files this pull request changes and those the reviewer named"
-                               + (f" (never {', '.join(PROTECTED_DIRECTORIES)})" if protected else ""))
+            attempt.failure = (
+                f"it changed {', '.join(shown[:5])}{' and more' if len(shown) > 5 else ''}, "
+                "outside the files this pull request changes and those the reviewer named"
+                + (f" (never {', '.join(PROTECTED_DIRECTORIES)})" if protected else "")
+            )
             return attempt
         if new_head is None and not changed:
             return attempt  # nothing to change: every thread is answered with the session's reasons
         verify = self.rt.workflow.integrate.verify
-        checked = await run_script(verify, script=self.rt.script_path(f"fix-{self.request.id}-{number}"),
-                                   cwd=worktree.path, timeout=float(self.rt.workflow.integrate.verify_timeout),
-                                   env={"LANEBOT_RUN": str(self.rt.run.id)})
+        checked = await run_script(
+            verify,
+            script=self.rt.script_path(f"fix-{self.request.id}-{number}"),
+            cwd=worktree.path,
+            timeout=float(self.rt.workflow.integrate.verify_timeout),
+            env={"LANEBOT_RUN": str(self.rt.run.id)},
+        )
         attempt.verified, attempt.verify_output = checked.ok, checked.output
         if not checked.ok:
             attempt.failure, attempt.output = checked.describe("verify"), checked.output
@@ -217,23 +245,47 @@ class _FixLane:
         attempt.head = await worktree.head()
         return attempt
 
-    async def _session(self, worktree: Worktree, pull: dict[str, Any], feedback: _Feedback, allowed: list[str],
-                       failure: dict[str, str] | None) -> AgentResult | str:
+    async def _session(
+        self,
+        worktree: Worktree,
+        pull: dict[str, Any],
+        feedback: _Feedback,
+        allowed: list[str],
+        failure: dict[str, str] | None,
+    ) -> AgentResult | str:
         threads_file = worktree.path / THREADS_FILE
         threads_file.parent.mkdir(parents=True, exist_ok=True)
         threads_file.write_text(threads_json(feedback.brief, feedback.is_trusted), encoding="utf-8")
-        prompt = render_prompt(self.rt.workflow, "fix", issue=self.rt.issue_context(),
+        prompt = render_prompt(
+            self.rt.workflow,
+            "fix",
+            issue=self.rt.issue_context(),
             pull={"number": self.number, "url": pull.get("html_url") or "", "branch": self.branch},
-            request={"kind": "review" if self.request.review_id else "command", "by": self.request.requested_by,
-                     "body": sanitize_untrusted(self.request.notes or "")},
+            request={
+                "kind": "review" if self.request.review_id else "command",
+                "by": self.request.requested_by,
+                "body": sanitize_untrusted(self.request.notes or ""),
+            },
             instructions=[_thread_view(t, feedback) for t in feedback.brief.instructions],
             context=[_thread_view(t, feedback) for t in feedback.brief.context],
-            allowed_files=allowed, verify=self.rt.workflow.integrate.verify, failure=failure,
-            threads_file=THREADS_FILE, report_file=REPORT_FILE)
+            allowed_files=allowed,
+            verify=self.rt.workflow.integrate.verify,
+            failure=failure,
+            threads_file=THREADS_FILE,
+            report_file=REPORT_FILE,
+        )
         brief = _recipe_brief(self.request, feedback) if self.settings.agent == "recipe" else None
-        return await run_session(self.rt, kind="fix", lane_id=None, folder=f"_fix-{self.request.id}", prompt=prompt,
-                                 agent=self.settings.agent, timeout=self.settings.timeout, cwd=worktree.path,
-                                 brief=brief)
+        return await run_session(
+            self.rt,
+            kind="fix",
+            lane_id=None,
+            folder=f"_fix-{self.request.id}",
+            prompt=prompt,
+            agent=self.settings.agent,
+            timeout=self.settings.timeout,
+            cwd=worktree.path,
+            brief=brief,
+        )
 
     async def _take_report(self, worktree: Worktree) -> str | None:
         """The session's report, read; then `.lanebot/` goes, so none of it is committed."""
@@ -245,24 +297,29 @@ class _FixLane:
 
     def _commit_message(self, number: int) -> str:
         asked = "review" if self.request.review_id else "`/fix`"
-        return (f"Address review feedback on #{self.number}\n\n"
-                f"Fix lane for @{self.request.requested_by}'s {asked} on #{self.number} (issue "
-                f"#{self.rt.issue_number}), attempt {number}, by lanebot.\n")
+        return (
+            f"Address review feedback on #{self.number}\n\n"
+            f"Fix lane for @{self.request.requested_by}'s {asked} on #{self.number} (issue "
+            f"#{self.rt.issue_number}), attempt {number}, by lanebot.\n"
+        )
 
     async def _push(self, worktree: Worktree, head: str) -> str | None:
         try:
             await worktree.push(self.branch, expected=head)
         except GitError:
             log.info("fix lane %d: %s moved while it ran", self.request.id, self.branch, exc_info=True)
-            return (f"`{self.branch}` moved while the fix lane ran (someone pushed to it), so its work was not "
-                    "pushed over theirs")
+            return (
+                f"`{self.branch}` moved while the fix lane ran (someone pushed to it), so its work was not "
+                "pushed over theirs"
+            )
         return None
 
     # ----------------------------------------------------------------------- telling people
 
     async def _succeeded(self, attempt: _Attempt, feedback: _Feedback) -> None:
-        commit_url = (f"{self.rt.repository.html_url}/pull/{self.number}/commits/{attempt.head}"
-                      if attempt.head else None)
+        commit_url = (
+            f"{self.rt.repository.html_url}/pull/{self.number}/commits/{attempt.head}" if attempt.head else None
+        )
         if attempt.head is not None:
             await self._report_verify(attempt)
         await self._reply_in_threads(attempt, feedback, commit_url)
@@ -273,39 +330,80 @@ class _FixLane:
             problems.append(f"lanebot could not request @{self.request.requested_by}'s review again ({error})")
         await self._summarise(attempt, feedback, problems, commit_url=commit_url, failure=None)
         await self._finish("done", head_sha=attempt.head, result=_result(attempt, feedback))
-        await db(store.append_event, self.rt.engine, self.rt.run.id, "fix_pushed" if attempt.head else "fix_unchanged",
-                 {"request": self.request.id, "head": attempt.head})
+        await db(
+            store.append_event,
+            self.rt.engine,
+            self.rt.run.id,
+            "fix_pushed" if attempt.head else "fix_unchanged",
+            {"request": self.request.id, "head": attempt.head},
+        )
 
     async def _failed(self, attempt: _Attempt, feedback: _Feedback) -> None:
         reason = attempt.failure or "it failed"
         if attempt.output:
             reason += "\n\n" + keep_tail(attempt.output, 40)
-        await self._summarise(attempt, feedback, feedback.problems + attempt.problems, commit_url=None,
-                              failure=reason)
+        await self._summarise(attempt, feedback, feedback.problems + attempt.problems, commit_url=None, failure=reason)
         await self._finish("failed", error=attempt.failure, result=_result(attempt, feedback))
-        await db(store.append_event, self.rt.engine, self.rt.run.id, "fix_failed",
-                 {"request": self.request.id, "why": attempt.failure})
+        await db(
+            store.append_event,
+            self.rt.engine,
+            self.rt.run.id,
+            "fix_failed",
+            {"request": self.request.id, "why": attempt.failure},
+        )
 
-    async def _summarise(self, attempt: _Attempt, feedback: _Feedback, problems: list[str], *,
-                         commit_url: str | None, failure: str | None) -> None:
-        await self._say(summary_body(
-            marker_text=review_queue.request_marker(self.request), requested_by=self.request.requested_by,
-            kind=self._kind, head_sha=attempt.head if failure is None else None, commit_url=commit_url,
-            report=attempt.report, threads=feedback.brief.instructions,
-            verify_command=self.rt.workflow.integrate.verify, verify_passed=attempt.verified, problems=problems,
-            failure=failure))
+    async def _summarise(
+        self,
+        attempt: _Attempt,
+        feedback: _Feedback,
+        problems: list[str],
+        *,
+        commit_url: str | None,
+        failure: str | None,
+    ) -> None:
+        await self._say(
+            summary_body(
+                marker_text=review_queue.request_marker(self.request),
+                requested_by=self.request.requested_by,
+                kind=self._kind,
+                head_sha=attempt.head if failure is None else None,
+                commit_url=commit_url,
+                report=attempt.report,
+                threads=feedback.brief.instructions,
+                verify_command=self.rt.workflow.integrate.verify,
+                verify_passed=attempt.verified,
+                problems=problems,
+                failure=failure,
+            )
+        )
 
     async def _report_verify(self, attempt: _Attempt) -> None:
         """verify ran before the push (nothing unverified reaches the branch); its check run goes on now."""
         assert attempt.head is not None
         client, repository = self.rt.client, self.rt.run.repository
         verify = self.rt.workflow.integrate.verify
-        check_id = await start_check(client, repository, name=VERIFY_CHECK, head_sha=attempt.head,
-                                     external=external_id(self.rt.run.id), title="verify ran on the fix lane's commit",
-                                     summary=f"`{verify}` ran on the fix lane's commit before it was pushed.")
-        await finish_check(client, repository, check_id, verify_report(
-            passed=True, command=verify, output=attempt.verify_output, reason=None, transcript=None,
-            offer_rerun=False))
+        check_id = await start_check(
+            client,
+            repository,
+            name=VERIFY_CHECK,
+            head_sha=attempt.head,
+            external=external_id(self.rt.run.id),
+            title="verify ran on the fix lane's commit",
+            summary=f"`{verify}` ran on the fix lane's commit before it was pushed.",
+        )
+        await finish_check(
+            client,
+            repository,
+            check_id,
+            verify_report(
+                passed=True,
+                command=verify,
+                output=attempt.verify_output,
+                reason=None,
+                transcript=None,
+                offer_rerun=False,
+            ),
+        )
 
     async def _reply_in_threads(self, attempt: _Attempt, feedback: _Feedback, commit_url: str | None) -> None:
         client, repository = self.rt.client, self.rt.run.repository
@@ -317,9 +415,14 @@ class _FixLane:
             addressed, text = attempt.report.outcome(thread.id)
             if addressed and attempt.head is None:
                 addressed, text = False, "the session changed nothing for it, so there is no commit to point to"
-            body = reply_body(thread_id=thread.id, addressed=addressed, text=text,
-                              commit_sha=attempt.head if addressed else None,
-                              commit_url=commit_url if addressed else None, marker_text=reply_marker)
+            body = reply_body(
+                thread_id=thread.id,
+                addressed=addressed,
+                text=text,
+                commit_sha=attempt.head if addressed else None,
+                commit_url=commit_url if addressed else None,
+                marker_text=reply_marker,
+            )
             await reply_to_comment(client, repository, self.number, thread.id, body)
 
     async def _say(self, body: str) -> None:
@@ -336,16 +439,23 @@ class _FixLane:
 def _thread_view(thread: Thread, feedback: _Feedback) -> dict[str, Any]:
     """A thread as the prompt template takes it (text sanitized: what GitHub does not show is dropped)."""
     root = thread.root
-    return {"thread": thread.id, "path": root.path, "line": root.line if root.line is not None else root.original_line,
-            "diff_hunk": root.diff_hunk,
-            "comments": [{"id": c.id, "author": c.author, "trusted": feedback.is_trusted(c),
-                          "body": sanitize_untrusted(c.body)} for c in thread.comments]}
+    return {
+        "thread": thread.id,
+        "path": root.path,
+        "line": root.line if root.line is not None else root.original_line,
+        "diff_hunk": root.diff_hunk,
+        "comments": [
+            {"id": c.id, "author": c.author, "trusted": feedback.is_trusted(c), "body": sanitize_untrusted(c.body)}
+            for c in thread.comments
+        ],
+    }
 
 
 def _recipe_brief(request: ReviewRequest, feedback: _Feedback) -> str:
     """The recipe adapter applies files spelled out in its brief: here, what the trusted people wrote."""
-    texts = [request.notes or ""] + [c.body for t in feedback.brief.instructions for c in t.comments
-                                     if feedback.is_trusted(c)]
+    texts = [request.notes or ""] + [
+        c.body for t in feedback.brief.instructions for c in t.comments if feedback.is_trusted(c)
+    ]
     return "\n\n".join(text for text in texts if text)
 
 
@@ -364,7 +474,13 @@ def _thread_answered(data: dict[str, Any]) -> tuple[int, int] | None:
 
 
 def _result(attempt: _Attempt, feedback: _Feedback) -> str:
-    return json.dumps({
-        "addressed": sorted(attempt.report.addressed), "not_addressed": sorted(attempt.report.not_addressed),
-        "context_threads": [t.id for t in feedback.brief.context], "problems": feedback.problems + attempt.problems,
-        "verified": attempt.verified}, sort_keys=True)
+    return json.dumps(
+        {
+            "addressed": sorted(attempt.report.addressed),
+            "not_addressed": sorted(attempt.report.not_addressed),
+            "context_threads": [t.id for t in feedback.brief.context],
+            "problems": feedback.problems + attempt.problems,
+            "verified": attempt.verified,
+        },
+        sort_keys=True,
+    )

@@ -30,12 +30,6 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.runner.review import queue as review_queue
-from bot.core.text import marker, parse_marker
-from bot.edges.git import git
-from bot.edges.github.reviews import create_review, get_pull, list_reviews
-from bot.runner.integrate import run_session
-from bot.runner.runtime import Runtime, db, load_runtime
 from bot.core.findings import (
     LENSES,
     Finding,
@@ -47,11 +41,17 @@ from bot.core.findings import (
     review_payload,
     survivors,
 )
+from bot.core.text import marker, parse_marker
+from bot.edges.git import git
+from bot.edges.github.reviews import create_review, get_pull, list_reviews
 from bot.edges.store import reviews
 from bot.edges.store import runs as store
 from bot.edges.store.models import ReviewRequest
 from bot.render.prompts import render_prompt
 from bot.runner.context import RunnerContext
+from bot.runner.integrate import run_session
+from bot.runner.review import queue as review_queue
+from bot.runner.runtime import Runtime, db, load_runtime
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,9 @@ class _SelfReview:
         if not any(lens.found for lens in lenses):
             why = "; ".join(p for lens in lenses for p in lens.problems) or "no verifier reported"
             await db(reviews.finish, self.rt.engine, self.request.id, "failed", head_sha=head, error=why[:4_000])
-            await review_queue.request_comment(self.rt.context, self.rt.run, self.request,
-                                               f"lanebot's own review of {head[:12]} could not run: {why}")
+            await review_queue.request_comment(
+                self.rt.context, self.rt.run, self.request, f"lanebot's own review of {head[:12]} could not run: {why}"
+            )
             return
         findings = [finding for lens in lenses for finding in lens.findings]
         if len(lenses) > 1 and findings:
@@ -124,24 +125,36 @@ class _SelfReview:
     async def _posted_before(self, head: str) -> bool:
         for review in await list_reviews(self.rt.client, self.rt.run.repository, self.number):
             fields = parse_marker(str(review.get("body") or ""))
-            if ((review.get("user") or {}).get("type") == "Bot" and fields and fields.get("kind") == "self-review"
-                    and fields.get("run") == self.rt.run.id and str(fields.get("head")) == head):
+            if (
+                (review.get("user") or {}).get("type") == "Bot"
+                and fields
+                and fields.get("kind") == "self-review"
+                and fields.get("run") == self.rt.run.id
+                and str(fields.get("head")) == head
+            ):
                 return True
         return False
 
     # ----------------------------------------------------------------------- the sessions
 
     async def _find(self, lens: _Lens, head: str, diff: str, pull: dict[str, Any]) -> None:
-        prompt = render_prompt(self.rt.workflow, "review", issue=self.rt.issue_context(),
+        prompt = render_prompt(
+            self.rt.workflow,
+            "review",
+            issue=self.rt.issue_context(),
             pull={"number": self.number, "title": pull.get("title") or "", "body": pull.get("body") or ""},
             lens={"name": lens.name, "description": LENSES[lens.name]},
             units=[{"id": u.id, "title": u.title, "files": u.files, "check": u.check} for u in self.rt.graph.units],
-            diff_file=DIFF_FILE, findings_file=FINDINGS_FILE, max_findings=self.settings.max_findings)
+            diff_file=DIFF_FILE,
+            findings_file=FINDINGS_FILE,
+            max_findings=self.settings.max_findings,
+        )
         text = await self._session(lens, "find", head, {DIFF_FILE: diff}, prompt, FINDINGS_FILE)
         if text is None:
             return
-        lens.findings, lens.looked_at, problems = parse_findings(text, lens.name,
-                                                                 max_findings=self.settings.max_findings)
+        lens.findings, lens.looked_at, problems = parse_findings(
+            text, lens.name, max_findings=self.settings.max_findings
+        )
         lens.problems += [f"{lens.name}: {problem}" for problem in problems]
         lens.found = True
 
@@ -149,9 +162,16 @@ class _SelfReview:
         others = [finding for finding in findings if finding.lens != lens.name]
         if not others:
             return
-        prompt = render_prompt(self.rt.workflow, "refute", issue=self.rt.issue_context(), lens={"name": lens.name, "description": LENSES[lens.name]},
-            findings=[vars(finding) for finding in others], findings_file=TO_CHECK_FILE,
-            verdicts_file=VERDICTS_FILE, diff_file=DIFF_FILE)
+        prompt = render_prompt(
+            self.rt.workflow,
+            "refute",
+            issue=self.rt.issue_context(),
+            lens={"name": lens.name, "description": LENSES[lens.name]},
+            findings=[vars(finding) for finding in others],
+            findings_file=TO_CHECK_FILE,
+            verdicts_file=VERDICTS_FILE,
+            diff_file=DIFF_FILE,
+        )
         files = {DIFF_FILE: diff, TO_CHECK_FILE: findings_to_check(findings, lens.name)}
         text = await self._session(lens, "judge", head, files, prompt, VERDICTS_FILE)
         if text is None:
@@ -160,8 +180,9 @@ class _SelfReview:
         lens.problems += [f"{lens.name}: {problem}" for problem in problems]
         lens.judged = True
 
-    async def _session(self, lens: _Lens, phase: str, head: str, files: dict[str, str], prompt: str,
-                       output: str) -> str | None:
+    async def _session(
+        self, lens: _Lens, phase: str, head: str, files: dict[str, str], prompt: str, output: str
+    ) -> str | None:
         """One verifier session in a fresh checkout of `head`; the file it wrote, or None (why: in lens.problems)."""
         path = self.rt.worktree_path(f"_review-{self.request.id}-{lens.name}")
         worktree = await self.rt.mirror.checkout(path, head)
@@ -169,9 +190,16 @@ class _SelfReview:
             for name, text in files.items():
                 _write(worktree.path / name, text)
             result = await run_session(
-                self.rt, kind="review", lane_id=None, folder=f"_review-{self.request.id}", prompt=prompt,
-                agent=self.settings.agent, timeout=self.settings.timeout, cwd=worktree.path,
-                env={"LANEBOT_REVIEW_LENS": lens.name, "LANEBOT_REVIEW_PHASE": phase})
+                self.rt,
+                kind="review",
+                lane_id=None,
+                folder=f"_review-{self.request.id}",
+                prompt=prompt,
+                agent=self.settings.agent,
+                timeout=self.settings.timeout,
+                cwd=worktree.path,
+                env={"LANEBOT_REVIEW_LENS": lens.name, "LANEBOT_REVIEW_PHASE": phase},
+            )
             if isinstance(result, str) or not result.ok:
                 why = result if isinstance(result, str) else (result.error or "the session failed")
                 lens.problems.append(f"{lens.name} ({phase}): {why}")
@@ -187,35 +215,73 @@ class _SelfReview:
 
     # ----------------------------------------------------------------------- the review
 
-    async def _post(self, lenses: list[_Lens], findings: list[Finding], head: str, diff: str,
-                    review_marker: str) -> None:
+    async def _post(
+        self, lenses: list[_Lens], findings: list[Finding], head: str, diff: str, review_marker: str
+    ) -> None:
         kept, dropped = survivors(
-            findings, {lens.name: lens.verdicts for lens in lenses if lens.judged},
-            {lens.name: lens.looked_at for lens in lenses}, [lens.name for lens in lenses if lens.judged])
+            findings,
+            {lens.name: lens.verdicts for lens in lenses if lens.judged},
+            {lens.name: lens.looked_at for lens in lenses},
+            [lens.name for lens in lenses if lens.judged],
+        )
         problems = [problem for lens in lenses for problem in lens.problems]
         looked = [lens.name for lens in lenses if lens.found]
-        payload = review_payload(kept, commentable_lines(diff), commit_id=head, marker_text=review_marker,
-                                 lenses=looked, dropped=len(dropped), problems=problems)
+        payload = review_payload(
+            kept,
+            commentable_lines(diff),
+            commit_id=head,
+            marker_text=review_marker,
+            lenses=looked,
+            dropped=len(dropped),
+            problems=problems,
+        )
         client, repository = self.rt.client, self.rt.run.repository
         try:
-            review = await create_review(client, repository, self.number, commit_id=head, body=payload["body"],
-                                         comments=payload["comments"])
+            review = await create_review(
+                client, repository, self.number, commit_id=head, body=payload["body"], comments=payload["comments"]
+            )
         except BadRequest as error:
             if error.status_code != 422 or not payload["comments"]:
                 raise
             # GitHub could not place an inline comment: every finding goes in the body instead.
-            log.warning("self-review of #%d: inline comments refused (%s); posting them in the body", self.number,
-                        error)
-            payload = review_payload(kept, {}, commit_id=head, marker_text=review_marker, lenses=looked,
-                                     dropped=len(dropped), problems=problems)
-            review = await create_review(client, repository, self.number, commit_id=head, body=payload["body"],
-                                         comments=[])
-        result = {"review_id": review.get("id"), "lenses": looked, "findings": [f.id for f in findings],
-                  "kept": [f.id for f in kept], "dropped": [f.id for f, _ in dropped], "problems": problems}
-        await db(reviews.finish, self.rt.engine, self.request.id, "done", head_sha=head,
-                 result=json.dumps(result, sort_keys=True))
-        await db(store.append_event, self.rt.engine, self.rt.run.id, "self_review_posted",
-                 {"request": self.request.id, "head": head, "kept": len(kept), "dropped": len(dropped)})
+            log.warning(
+                "self-review of #%d: inline comments refused (%s); posting them in the body", self.number, error
+            )
+            payload = review_payload(
+                kept,
+                {},
+                commit_id=head,
+                marker_text=review_marker,
+                lenses=looked,
+                dropped=len(dropped),
+                problems=problems,
+            )
+            review = await create_review(
+                client, repository, self.number, commit_id=head, body=payload["body"], comments=[]
+            )
+        result = {
+            "review_id": review.get("id"),
+            "lenses": looked,
+            "findings": [f.id for f in findings],
+            "kept": [f.id for f in kept],
+            "dropped": [f.id for f, _ in dropped],
+            "problems": problems,
+        }
+        await db(
+            reviews.finish,
+            self.rt.engine,
+            self.request.id,
+            "done",
+            head_sha=head,
+            result=json.dumps(result, sort_keys=True),
+        )
+        await db(
+            store.append_event,
+            self.rt.engine,
+            self.rt.run.id,
+            "self_review_posted",
+            {"request": self.request.id, "head": head, "kept": len(kept), "dropped": len(dropped)},
+        )
 
 
 def _write(path: Path, text: str) -> None:

@@ -22,12 +22,12 @@ from typing import Any
 
 from bot.core.text import marker
 from bot.edges.github.issues import post_or_update_marked_comment
-from bot.runner.runtime import db
-from bot.runner.sessions import abandon_running
 from bot.edges.store import reviews
 from bot.edges.store import runs as store
 from bot.edges.store.models import ReviewRequest, Run
 from bot.runner.context import RunnerContext
+from bot.runner.runtime import db
+from bot.runner.sessions import abandon_running
 
 log = logging.getLogger(__name__)
 
@@ -51,29 +51,48 @@ async def request_comment(context: RunnerContext, run: Run, request: ReviewReque
     await post_or_update_marked_comment(client, run.repository, request.pr_number, text, marker=head)
 
 
-async def request_fix(context: RunnerContext, run: Run, *, by: str, key: str, review_id: int | None = None,
-                      comment_id: int | None = None, notes: str | None = None, asked: str) -> ReviewRequest | None:
+async def request_fix(
+    context: RunnerContext,
+    run: Run,
+    *,
+    by: str,
+    key: str,
+    review_id: int | None = None,
+    comment_id: int | None = None,
+    notes: str | None = None,
+    asked: str,
+) -> ReviewRequest | None:
     """Queue a fix lane on the run's pull request and say so there; None when `key` was queued before.
 
     `asked` names what asked, for the answer (`your review`, "`/fix`").
     """
     assert run.id is not None and run.pr_number is not None
-    request, created = await db(reviews.enqueue, context.engine, run_id=run.id, pr_number=run.pr_number, kind="fix",
-                                key=key, requested_by=by, review_id=review_id, comment_id=comment_id, notes=notes)
+    request, created = await db(
+        reviews.enqueue,
+        context.engine,
+        run_id=run.id,
+        pr_number=run.pr_number,
+        kind="fix",
+        key=key,
+        requested_by=by,
+        review_id=review_id,
+        comment_id=comment_id,
+        notes=notes,
+    )
     if not created:
         log.info("review request %s of run %d was queued before (%s)", key, run.id, request.state)
         return None
-    await db(store.append_event, context.engine, run.id, "fix_requested",
-             {"request": request.id, "by": by, "key": key})
+    await db(store.append_event, context.engine, run.id, "fix_requested", {"request": request.id, "by": by, "key": key})
     ahead = await db(reviews.queued_ahead, context.engine, request)
     if ahead:
         earlier = f"{ahead} earlier request{'s' * (ahead != 1)} on this pull request"
         waiting = f"{earlier} {'go' if ahead != 1 else 'goes'} first"
-        body = (f"@{by}: {asked} is queued: {waiting} (one review lane at a time, so two never push to this "
-                "branch at once). This comment says when it starts and what came of it.")
+        body = (
+            f"@{by}: {asked} is queued: {waiting} (one review lane at a time, so two never push to this "
+            "branch at once). This comment says when it starts and what came of it."
+        )
     else:
-        body = (f"@{by}: {asked} starts a fix lane on this pull request's branch. This comment says what "
-                "came of it.")
+        body = f"@{by}: {asked} starts a fix lane on this pull request's branch. This comment says what came of it."
     await request_comment(context, run, request, body)
     _jobs(context).review(run.id)
     return request
@@ -84,8 +103,15 @@ async def request_self_review(context: RunnerContext, run_id: int, head_sha: str
     run = await db(store.get_run, context.engine, run_id)
     if run is None or run.pr_number is None:
         return None
-    request, created = await db(reviews.enqueue, context.engine, run_id=run_id, pr_number=run.pr_number,
-                                kind="self", key=f"self:{run_id}:{head_sha}", requested_by="lanebot")
+    request, created = await db(
+        reviews.enqueue,
+        context.engine,
+        run_id=run_id,
+        pr_number=run.pr_number,
+        kind="self",
+        key=f"self:{run_id}:{head_sha}",
+        requested_by="lanebot",
+    )
     if created:
         jobs = context.jobs
         if jobs is not None:
@@ -114,8 +140,13 @@ async def _perform(context: RunnerContext, request: ReviewRequest, step: ReviewS
         log.exception("review request %d of run %d failed", request.id, request.run_id)
         detail = f"{type(error).__name__}: {error}"[:2_000]
         await db(reviews.finish, context.engine, request.id, "failed", error=detail)
-        await db(store.append_event, context.engine, request.run_id, "review_request_failed",
-                 {"request": request.id, "error": detail})
+        await db(
+            store.append_event,
+            context.engine,
+            request.run_id,
+            "review_request_failed",
+            {"request": request.id, "error": detail},
+        )
         await _say_failed(context, request, error)
 
 
@@ -125,20 +156,23 @@ async def _say_failed(context: RunnerContext, request: ReviewRequest, error: Exc
         return
     what = "the fix lane" if request.kind == "fix" else "lanebot's own review"
     again = " Comment `/fix` to try again." if request.kind == "fix" else ""
-    body = (f"{what.capitalize()} stopped: lanebot hit an error of its own ({type(error).__name__}); the runner's "
-            f"log has the details. Nothing was pushed.{again}")
+    body = (
+        f"{what.capitalize()} stopped: lanebot hit an error of its own ({type(error).__name__}); the runner's "
+        f"log has the details. Nothing was pushed.{again}"
+    )
     try:
         await request_comment(context, run, request, body)
     except Exception:
-        log.warning("could not say on #%d that review request %d failed", request.pr_number, request.id,
-                    exc_info=True)
+        log.warning("could not say on #%d that review request %d failed", request.pr_number, request.id, exc_info=True)
 
 
 async def resume(context: RunnerContext) -> list[int]:
     """Start-up: requests left running go back to the queue, the agents a previous life of lanebot
     left running for them are stopped; the runs with review work to do."""
     for run_id in await db(reviews.requeue_running, context.engine):
-        await abandon_running(context.engine, run_id, _REVIEW_SESSIONS, "lanebot was not running it any more (restarted)")
+        await abandon_running(
+            context.engine, run_id, _REVIEW_SESSIONS, "lanebot was not running it any more (restarted)"
+        )
     return await db(reviews.runs_with_work, context.engine)
 
 

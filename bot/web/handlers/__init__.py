@@ -18,5 +18,13 @@ from bot.web.handlers import (
     pull_request_review,
 )
 
-router = routing.Router(check_run.router, installation.router, issue_comment.router, issues.router, ping.router,
-                        pull_comment.router, pull_request.router, pull_request_review.router)
+router = routing.Router(
+    check_run.router,
+    installation.router,
+    issue_comment.router,
+    issues.router,
+    ping.router,
+    pull_comment.router,
+    pull_request.router,
+    pull_request_review.router,
+)

@@ -28,15 +28,15 @@ from anyio import to_thread
 from gidgethub import routing, sansio
 
 from bot.core.checks import RERUN_VERIFY, RETRY_LANE, VERIFY_CHECK, lane_check_name, parse_external_id
-from bot.edges.github.checks import acknowledge_rerun
-from bot.web.dispatcher import HandlerContext
-from bot.runner.repository_workflow import load_repository_workflow
-from bot.edges.github.issues import split_repository
-from bot.web.handlers.issues import is_bot_account, jobs_of
 from bot.core.lifecycle import Event, InvalidTransition, transition
+from bot.edges.github.checks import acknowledge_rerun
+from bot.edges.github.issues import split_repository
 from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.store import runs
 from bot.render.checks import rerun_note
+from bot.runner.repository_workflow import load_repository_workflow
+from bot.web.dispatcher import HandlerContext
+from bot.web.handlers.issues import is_bot_account, jobs_of
 
 log = logging.getLogger(__name__)
 
@@ -131,26 +131,45 @@ async def _rerun(context: HandlerContext, payload: dict[str, Any], *, identifier
         log.info("%s on run %s ignored: %s", asked.what, run.id, refusal)
         return
     requested_by = payload["sender"]["login"]
-    await to_thread.run_sync(runs.append_event, context.engine, run.id, CHECK_RERUN_EVENT, {
-        "unit": asked.unit, "check_run_id": check_run.get("id"), "by": requested_by,
-        "via": identifier or "rerequested"})
+    await to_thread.run_sync(
+        runs.append_event,
+        context.engine,
+        run.id,
+        CHECK_RERUN_EVENT,
+        {
+            "unit": asked.unit,
+            "check_run_id": check_run.get("id"),
+            "by": requested_by,
+            "via": identifier or "rerequested",
+        },
+    )
     await _acknowledge(context, payload, run.installation_id, asked, requested_by)
     jobs_of(context).retry(run.id, asked.unit)
 
 
-async def _acknowledge(context: HandlerContext, payload: dict[str, Any], installation_id: int, asked: Rerun,
-                       requested_by: str) -> None:
+async def _acknowledge(
+    context: HandlerContext, payload: dict[str, Any], installation_id: int, asked: Rerun, requested_by: str
+) -> None:
     """Best effort: the retry must happen even when GitHub will not take the note."""
     repository = payload["repository"]["full_name"]
     client = context.github.installation_client(installation_id, repository)
     try:
         check_run = payload["check_run"]
-        title, summary = rerun_note(requested_by=requested_by, what=asked.what, check_name=str(check_run.get("name")),
-                                    summary=(check_run.get("output") or {}).get("summary"))
+        title, summary = rerun_note(
+            requested_by=requested_by,
+            what=asked.what,
+            check_name=str(check_run.get("name")),
+            summary=(check_run.get("output") or {}).get("summary"),
+        )
         await acknowledge_rerun(client, repository, int(check_run["id"]), title=title, summary=summary)
     except Exception:
-        log.warning("could not note on check run %s that %s asked for %s", payload["check_run"].get("id"),
-                    requested_by, asked.what, exc_info=True)
+        log.warning(
+            "could not note on check run %s that %s asked for %s",
+            payload["check_run"].get("id"),
+            requested_by,
+            asked.what,
+            exc_info=True,
+        )
 
 
 async def _may_command(context: HandlerContext, payload: dict[str, Any], repository: str) -> bool:

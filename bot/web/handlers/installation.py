@@ -13,9 +13,9 @@ from typing import Any
 from anyio import to_thread
 from gidgethub import routing, sansio
 
-from bot.web.dispatcher import HandlerContext
 from bot.edges.store import db
 from bot.edges.store.models import Installation, utc_now
+from bot.web.dispatcher import HandlerContext
 
 router = routing.Router()
 

@@ -30,18 +30,18 @@ from anyio import to_thread
 from gidgethub import routing, sansio
 
 from bot.core.commands import Command, InvalidUsage, ParsedComment, UnknownCommand, help_text, parse_commands
-from bot.web.dispatcher import HandlerContext
-from bot.core.text import marker
-from bot.render.answers import render_refusal, render_status
-from bot.edges.github.issues import add_reaction
-from bot.web.handlers.issues import IssueTarget, answer, is_bot_account, jobs_of, request_plan
 from bot.core.lifecycle import Event, InvalidTransition, RunState, describe_state, transition
+from bot.core.text import marker
+from bot.core.workflow import WorkflowError
+from bot.edges.github.issues import add_reaction
 from bot.edges.github.permissions import authorise, cache_for
-from bot.runner.plan import PlanRequest, follow_labels, issue_run, record_plan_request
-from bot.render.progress import LaneView
 from bot.edges.store import runs
 from bot.edges.store.models import Run
-from bot.core.workflow import WorkflowError
+from bot.render.answers import render_refusal, render_status
+from bot.render.progress import LaneView
+from bot.runner.plan import PlanRequest, follow_labels, issue_run, record_plan_request
+from bot.web.dispatcher import HandlerContext
+from bot.web.handlers.issues import IssueTarget, answer, is_bot_account, jobs_of, request_plan
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,9 @@ class Conversation:
             await self.refuse(items[0], reason, await self.state())
             return
         client = self.target.client(self.context)
-        decision = await authorise(client, self.target.repository, self.login, workflow.gate, cache_for(self.context.github))
+        decision = await authorise(
+            client, self.target.repository, self.login, workflow.gate, cache_for(self.context.github)
+        )
         if not decision.allowed:
             await self.refuse(items[0], decision.reason or "not allowed", await self.state())
             return
@@ -129,7 +131,9 @@ class Conversation:
     # ----------------------------------------------------------------------- the run
 
     async def run(self) -> Run | None:
-        return await to_thread.run_sync(issue_run, self.context.engine, self.target.repository, self.target.issue_number)
+        return await to_thread.run_sync(
+            issue_run, self.context.engine, self.target.repository, self.target.issue_number
+        )
 
     async def state(self) -> RunState | None:
         run = await self.run()
@@ -147,7 +151,8 @@ class Conversation:
             return None
         assert run is not None  # only `/plan` is valid without a run, and it does not come here
         moved = await to_thread.run_sync(
-            lambda: runs.transition(self.context.engine, run.id, state.value, target.value, **fields))
+            lambda: runs.transition(self.context.engine, run.id, state.value, target.value, **fields)
+        )
         if not moved:
             await self.lost_race(command, event)
             return None
@@ -172,7 +177,9 @@ class Conversation:
         except InvalidTransition as error:
             await self.refuse(command, _lifecycle_reason(error), state)
             return
-        await self.refuse(command, "another command changed the run at the same moment; look at its state and try again", state)
+        await self.refuse(
+            command, "another command changed the run at the same moment; look at its state and try again", state
+        )
 
 
 def _lifecycle_reason(error: InvalidTransition) -> str:
@@ -186,18 +193,25 @@ def _lifecycle_reason(error: InvalidTransition) -> str:
 async def _plan(talk: Conversation, command: Command) -> None:
     # The run holding the issue decides, not the newest one: a done run whose pull request was
     # merged and closed holds the issue no more, and a new plan may start.
-    active = await to_thread.run_sync(runs.active_run, talk.context.engine, talk.target.repository,
-                                      talk.target.issue_number)
+    active = await to_thread.run_sync(
+        runs.active_run, talk.context.engine, talk.target.repository, talk.target.issue_number
+    )
     state = RunState(active.state) if active is not None else None
     try:
         transition(state, Event.PLAN)
     except InvalidTransition as error:
         await talk.refuse(command, _lifecycle_reason(error), state)
         return
-    request = PlanRequest(kind="plan", by=talk.login, text=talk.comment.get("body") or "",
-                          notes=command.args or None, comment_id=talk.comment["id"])
-    await request_plan(talk.context, talk.target, request, quoted=talk.quoted(command),
-                       answer_marker=talk.marker_for(command))
+    request = PlanRequest(
+        kind="plan",
+        by=talk.login,
+        text=talk.comment.get("body") or "",
+        notes=command.args or None,
+        comment_id=talk.comment["id"],
+    )
+    await request_plan(
+        talk.context, talk.target, request, quoted=talk.quoted(command), answer_marker=talk.marker_for(command)
+    )
 
 
 async def _approve(talk: Conversation, command: Command) -> None:
@@ -212,14 +226,20 @@ async def _approve(talk: Conversation, command: Command) -> None:
 async def _reject(talk: Conversation, command: Command) -> None:
     moved = await talk.move(command, Event.REJECT)
     if moved is not None:
-        await to_thread.run_sync(runs.append_event, talk.context.engine, moved[0].id, "rejected",
-                                 {"by": talk.login, "why": command.args})
+        await to_thread.run_sync(
+            runs.append_event, talk.context.engine, moved[0].id, "rejected", {"by": talk.login, "why": command.args}
+        )
 
 
 async def _replan(talk: Conversation, command: Command) -> None:
     run = await talk.run()
-    request = PlanRequest(kind="replan", by=talk.login, text=talk.comment.get("body") or "",
-                          notes=command.args, comment_id=talk.comment["id"])
+    request = PlanRequest(
+        kind="replan",
+        by=talk.login,
+        text=talk.comment.get("body") or "",
+        notes=command.args,
+        comment_id=talk.comment["id"],
+    )
     if run is not None and run.state == RunState.AWAITING_APPROVAL:
         # Stored before the move: once the run is in `planning`, a restart must find the feedback.
         await to_thread.run_sync(record_plan_request, talk.context.engine, run.id, request)
@@ -245,10 +265,15 @@ async def _retry(talk: Conversation, command: Command) -> None:
         return
     state = RunState(run.state)
     unit = command.args.split()[0] if command.args else None
-    failed = [lane.unit_id for lane in await to_thread.run_sync(runs.lanes, talk.context.engine, run.id)
-              if lane.state == "failed"]
+    failed = [
+        lane.unit_id
+        for lane in await to_thread.run_sync(runs.lanes, talk.context.engine, run.id)
+        if lane.state == "failed"
+    ]
     if unit is not None and unit not in failed:
-        await talk.refuse(command, f"no failed lane is named {unit}; failed lanes: {', '.join(failed) or 'none'}", state)
+        await talk.refuse(
+            command, f"no failed lane is named {unit}; failed lanes: {', '.join(failed) or 'none'}", state
+        )
         return
     jobs_of(talk.context).retry(run.id, unit)
 
@@ -266,8 +291,14 @@ async def _status(talk: Conversation, command: Command) -> None:
         body = render_status(run_id=None, state=None, marker_text=head)
     else:
         body = render_status(
-            run_id=run.id, state=run.state, lanes=await _lane_views(talk, run), plan_revision=run.plan_revision or None,
-            approved_revision=run.approved_revision, pr_number=run.pr_number, error=run.error, marker_text=head,
+            run_id=run.id,
+            state=run.state,
+            lanes=await _lane_views(talk, run),
+            plan_revision=run.plan_revision or None,
+            approved_revision=run.approved_revision,
+            pr_number=run.pr_number,
+            error=run.error,
+            marker_text=head,
         )
     await answer(talk.context, talk.target, body, answer_marker)
 

@@ -19,18 +19,18 @@ from anyio import to_thread
 from gidgethub import routing, sansio
 from gidgethub.abc import GitHubAPI
 
-from bot.runner.context import BackgroundJobs
-from bot.web.dispatcher import HandlerContext
-from bot.core.text import marker
-from bot.render.answers import render_refusal
-from bot.runner.repository_workflow import load_repository_workflow
-from bot.edges.github.issues import post_or_update_marked_comment, split_repository
 from bot.core.labels import is_state_label
 from bot.core.lifecycle import RunState
-from bot.edges.github.permissions import authorise, cache_for
-from bot.runner.plan import PlanRequest, issue_run, record_plan_request
-from bot.edges.store import runs
+from bot.core.text import marker
 from bot.core.workflow import Workflow
+from bot.edges.github.issues import post_or_update_marked_comment, split_repository
+from bot.edges.github.permissions import authorise, cache_for
+from bot.edges.store import runs
+from bot.render.answers import render_refusal
+from bot.runner.context import BackgroundJobs
+from bot.runner.plan import PlanRequest, issue_run, record_plan_request
+from bot.runner.repository_workflow import load_repository_workflow
+from bot.web.dispatcher import HandlerContext
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,9 @@ class IssueTarget:
         """The repository's workflow, read with an installation-wide client (it may fall back to the
         owner's `.github` repository, which a repository-scoped token cannot see)."""
         owner, name = split_repository(self.repository)
-        return await load_repository_workflow(context.github.installation_client(self.installation_id, None), owner, name)
+        return await load_repository_workflow(
+            context.github.installation_client(self.installation_id, None), owner, name
+        )
 
 
 def is_bot_account(user: dict[str, Any] | None) -> bool:
@@ -79,7 +81,8 @@ def jobs_of(context: HandlerContext) -> BackgroundJobs:
 async def answer(context: HandlerContext, target: IssueTarget, body: str, answer_marker: str) -> None:
     """Post lanebot's answer on the issue once, however often this is called (found by its marker)."""
     await post_or_update_marked_comment(
-        target.client(context), target.repository, target.issue_number, body, marker=answer_marker)
+        target.client(context), target.repository, target.issue_number, body, marker=answer_marker
+    )
 
 
 async def request_plan(
@@ -92,15 +95,24 @@ async def request_plan(
     """
     try:
         run = await to_thread.run_sync(
-            lambda: runs.create_run(context.engine, installation_id=target.installation_id,
-                                    repository=target.repository, issue_number=target.issue_number,
-                                    requested_by=request.by))
+            lambda: runs.create_run(
+                context.engine,
+                installation_id=target.installation_id,
+                repository=target.repository,
+                issue_number=target.issue_number,
+                requested_by=request.by,
+            )
+        )
     except runs.ActiveRunExists as error:
         state = error.run.state if error.run is not None else None
-        reason = (f"this issue already has run {error.run.id}, which is {state_words(state)}" if error.run
-                  else "this issue already has an active run")
-        await answer(context, target, render_refusal(request.by, quoted, reason, state, marker_text=answer_marker),
-                     answer_marker)
+        reason = (
+            f"this issue already has run {error.run.id}, which is {state_words(state)}"
+            if error.run
+            else "this issue already has an active run"
+        )
+        await answer(
+            context, target, render_refusal(request.by, quoted, reason, state, marker_text=answer_marker), answer_marker
+        )
         return None
     await to_thread.run_sync(record_plan_request, context.engine, run.id, request)
     jobs_of(context).plan(run.id)
@@ -123,7 +135,9 @@ async def plan_on_trigger_label(event: sansio.Event, *, context: HandlerContext,
     login = sender["login"]
     quoted = f"label {label}"
     answer_marker = marker("answer", None, delivery=event.delivery_id.replace("-", "") or "unknown")
-    decision = await authorise(target.client(context), target.repository, login, workflow.gate, cache_for(context.github))
+    decision = await authorise(
+        target.client(context), target.repository, login, workflow.gate, cache_for(context.github)
+    )
     if not decision.allowed:
         state = await _current_state(context, target)
         body = render_refusal(login, quoted, decision.reason or "not allowed", state, marker_text=answer_marker)

@@ -28,8 +28,10 @@ def hook_mismatch(payload: dict[str, Any], app_id: Any) -> str | None:
     hook = payload.get("hook") or {}
     hook_type = hook.get("type")
     if hook_type != "App":
-        return (f"the ping came from a {hook_type or 'unknown'} webhook (id {payload.get('hook_id')}), "
-                f"not from App {app_id}'s webhook; lanebot expects deliveries from its App only")
+        return (
+            f"the ping came from a {hook_type or 'unknown'} webhook (id {payload.get('hook_id')}), "
+            f"not from App {app_id}'s webhook; lanebot expects deliveries from its App only"
+        )
     if str(hook.get("app_id")) != str(app_id):
         return f"the ping came from App {hook.get('app_id')}'s webhook but APP_ID is {app_id}"
     return None

@@ -21,13 +21,13 @@ from anyio import to_thread
 from gidgethub import routing, sansio
 
 from bot.core.commands import Command, parse_commands
+from bot.core.lifecycle import Event, RunState
+from bot.edges.store import runs
+from bot.edges.store.models import Run
+from bot.runner.review.queue import request_fix
 from bot.web.dispatcher import HandlerContext
 from bot.web.handlers.issue_comment import _COMMANDS, _LINE_BREAK, Conversation
 from bot.web.handlers.issues import IssueTarget, is_bot_account
-from bot.core.lifecycle import Event, RunState
-from bot.runner.review.queue import request_fix
-from bot.edges.store import runs
-from bot.edges.store.models import Run
 
 router = routing.Router()
 
@@ -58,8 +58,9 @@ class PullConversation(Conversation):
     pull_open: bool = True
 
     async def run(self) -> Run | None:
-        return await to_thread.run_sync(runs.run_for_pull, self.context.engine, self.target.repository,
-                                        self.target.issue_number)
+        return await to_thread.run_sync(
+            runs.run_for_pull, self.context.engine, self.target.repository, self.target.issue_number
+        )
 
     async def perform(self, command: Command) -> None:
         if command.name == "fix":
@@ -69,24 +70,36 @@ class PullConversation(Conversation):
         else:
             run = await self.run()
             where = f"issue #{run.issue_number}" if run is not None else "the issue"
-            await self.refuse(command, f"`/{command.name}` works on {where}, not on its pull request",
-                              await self.state())
+            await self.refuse(
+                command, f"`/{command.name}` works on {where}, not on its pull request", await self.state()
+            )
 
     async def fix(self, command: Command) -> None:
         run = await self.valid_now(command, Event.FIX)
         if run is None:
             return
         if not self.pull_open:
-            await self.refuse(command, "this pull request is closed; reopen it, or `/plan` the issue again",
-                              RunState(run.state))
+            await self.refuse(
+                command, "this pull request is closed; reopen it, or `/plan` the issue again", RunState(run.state)
+            )
             return
-        await request_fix(self.context, run, by=self.login, key=f"comment:{self.comment['id']}",
-                          comment_id=int(self.comment["id"]), notes=self.notes_of(command) or None, asked="`/fix`")
+        await request_fix(
+            self.context,
+            run,
+            by=self.login,
+            key=f"comment:{self.comment['id']}",
+            comment_id=int(self.comment["id"]),
+            notes=self.notes_of(command) or None,
+            asked="`/fix`",
+        )
 
     def notes_of(self, command: Command) -> str:
         """The notes of `/fix`: the rest of its line and the lines after it, up to the next command."""
         lines = _LINE_BREAK.split(self.comment.get("body") or "")
-        later = [item.line for item in (*self.parsed.commands, *self.parsed.unknown, *self.parsed.invalid)
-                 if item.line > command.line]
+        later = [
+            item.line
+            for item in (*self.parsed.commands, *self.parsed.unknown, *self.parsed.invalid)
+            if item.line > command.line
+        ]
         end = min(later) - 1 if later else len(lines)
-        return "\n".join([command.args, *lines[command.line:end]]).strip()
+        return "\n".join([command.args, *lines[command.line : end]]).strip()

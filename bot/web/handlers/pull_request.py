@@ -15,10 +15,10 @@ from typing import Any
 from anyio import to_thread
 from gidgethub import routing, sansio
 
-from bot.runner.cleanup import ClosedPull, close_pull_request
-from bot.web.dispatcher import HandlerContext
 from bot.core.names import INTEGRATION_PREFIX
+from bot.runner.cleanup import ClosedPull, close_pull_request
 from bot.runner.plan import issue_run
+from bot.web.dispatcher import HandlerContext
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +49,15 @@ async def pull_request_closed(event: sansio.Event, *, context: HandlerContext) -
     number = int(payload["pull_request"]["number"])
     run = await to_thread.run_sync(issue_run, context.engine, repository, issue_number)
     if run is None or run.pr_number != number:
-        log.info("%s#%d was closed but is not the pull request of a lanebot run of #%d", repository, number,
-                 issue_number)
+        log.info(
+            "%s#%d was closed but is not the pull request of a lanebot run of #%d", repository, number, issue_number
+        )
         return
     pull = payload["pull_request"]
-    closed = ClosedPull(number=number, merged=bool(pull.get("merged")),
-                        closed_by=str((payload.get("sender") or {}).get("login") or "someone"),
-                        merge_commit_sha=pull.get("merge_commit_sha") if pull.get("merged") else None)
+    closed = ClosedPull(
+        number=number,
+        merged=bool(pull.get("merged")),
+        closed_by=str((payload.get("sender") or {}).get("login") or "someone"),
+        merge_commit_sha=pull.get("merge_commit_sha") if pull.get("merged") else None,
+    )
     await close_pull_request(context, run, closed)

@@ -19,17 +19,17 @@ from typing import Any
 from anyio import to_thread
 from gidgethub import routing, sansio
 
-from bot.web.dispatcher import HandlerContext
+from bot.core.lifecycle import Event, InvalidTransition, transition
 from bot.core.text import marker
-from bot.runner.repository_workflow import load_repository_workflow
+from bot.core.workflow import WorkflowError
 from bot.edges.github.issues import post_or_update_marked_comment, split_repository
+from bot.edges.github.permissions import authorise, cache_for
+from bot.edges.store import runs
+from bot.runner.repository_workflow import load_repository_workflow
+from bot.runner.review.queue import request_fix
+from bot.web.dispatcher import HandlerContext
 from bot.web.handlers.issues import is_bot_account
 from bot.web.handlers.pull_request import lanebot_issue
-from bot.core.lifecycle import Event, InvalidTransition, transition
-from bot.edges.github.permissions import authorise, cache_for
-from bot.runner.review.queue import request_fix
-from bot.edges.store import runs
-from bot.core.workflow import WorkflowError
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +62,28 @@ async def review_submitted(event: sansio.Event, *, context: HandlerContext, **_:
     try:
         workflow = await load_repository_workflow(context.github.installation_client(installation, None), owner, name)
     except WorkflowError as error:
-        body = (f"{answer_marker}\n@{login}: your review starts no fix lane: lanebot cannot read this "
-                f"repository's settings: {'; '.join(error.problems)}")
+        body = (
+            f"{answer_marker}\n@{login}: your review starts no fix lane: lanebot cannot read this "
+            f"repository's settings: {'; '.join(error.problems)}"
+        )
         await post_or_update_marked_comment(client, repository, number, body, marker=answer_marker)
         return
     decision = await authorise(client, repository, login, workflow.gate, cache_for(context.github))
     if not decision.allowed:
-        body = (f"{answer_marker}\n@{login}: your review starts no fix lane: "
-                f"{decision.reason or 'you may not command lanebot here'}. Its comments stay as context: the next "
-                "fix lane someone who may command lanebot asks for (a review asking for changes, or `/fix`) reads "
-                "them, but does not take them as instructions.")
+        body = (
+            f"{answer_marker}\n@{login}: your review starts no fix lane: "
+            f"{decision.reason or 'you may not command lanebot here'}. Its comments stay as context: the next "
+            "fix lane someone who may command lanebot asks for (a review asking for changes, or `/fix`) reads "
+            "them, but does not take them as instructions."
+        )
         await post_or_update_marked_comment(client, repository, number, body, marker=answer_marker)
         return
-    await request_fix(context, run, by=login, key=f"review:{review['id']}", review_id=int(review["id"]),
-                      notes=review.get("body") or None, asked="your review")
+    await request_fix(
+        context,
+        run,
+        by=login,
+        key=f"review:{review['id']}",
+        review_id=int(review["id"]),
+        notes=review.get("body") or None,
+        asked="your review",
+    )
