@@ -143,6 +143,14 @@ def migrated_sqlite_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture
+def sqlite_url(tmp_path: Path, migrated_sqlite_file: Path) -> str:
+    """A migrated SQLite database of this test's own."""
+    path = tmp_path / "lanebot.db"
+    shutil.copyfile(migrated_sqlite_file, path)
+    return f"sqlite:///{path}"
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database of the parametrized kind, private to this test: empty, or migrated when the

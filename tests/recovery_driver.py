@@ -1,6 +1,6 @@
 """Drive one run in a process of its own, as `lanebot serve` would after a start: recover, then drive.
 
-Used by tests/test_recovery_sigkill.py, which SIGKILLs this process at chosen moments. With
+Used by tests/e2e/test_recovery_sigkill.py, which SIGKILLs this process at chosen moments. With
 LANEBOT_TEST_PAUSE=merge it stops for good half-way through its first lane merge (`git merge
 --no-commit` done, the merge still in progress, nothing pushed); with LANEBOT_TEST_PAUSE=pushed right after a merge round's push (lanes not yet
 recorded as merged). It writes LANEBOT_TEST_PAUSED_FILE when it stops, so the test knows when.

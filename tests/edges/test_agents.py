@@ -28,7 +28,7 @@ from bot.edges.agents.claude import ClaudeAgent, ClaudeSettings, ClaudeStreamPar
 from bot.edges.agents.codex import CodexAgent, CodexSettings, CodexStreamParser
 from bot.edges.agents.recipe import parse_recipe
 
-FIXTURES = Path(__file__).parent / "agents_fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "agents_fixtures"
 FAKE_AGENT = FIXTURES / "fake_agent.py"
 PROMPT = (
     "Implement unit `alpha`.\nPROMPT-MARKER-7f3a: this text must never reach argv; "

@@ -111,13 +111,6 @@ class World:
         return store.get_run(self.context.engine, run_id)
 
 
-@pytest.fixture
-def sqlite_url(tmp_path: Path, migrated_sqlite_file: Path) -> str:
-    path = tmp_path / "lanebot.db"
-    shutil.copyfile(migrated_sqlite_file, path)
-    return f"sqlite:///{path}"
-
-
 @contextlib.asynccontextmanager
 async def world(
     tmp_path: Path,

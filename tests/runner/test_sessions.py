@@ -2,7 +2,7 @@
 sessions a previous life of lanebot left running are stopped and marked lost.
 
 The wrapped adapter here is a stand-in with the adapters' interface (bot/edges/agents/base.py `Agent`);
-the real adapters' sessions are recorded the same way in tests/test_issue_flow.py.
+the real adapters' sessions are recorded the same way in tests/web/test_issue_flow.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from bot.edges.agents.base import Usage
 from bot.edges.agents.process import group_has_live_members
 from bot.edges.store import runs
 from bot.runner.sessions import RecordedAgent, abandon_running, host_name
-from tests.test_store import new_run
+from tests.edges.test_store import new_run
 
 
 class StandIn:

@@ -72,7 +72,7 @@ if step.get("exit"):
 sys.exit(step.get("exit", 0))
 """
 
-TRACKED = ("README.md", "src/app.py", "src/util.py", "tests/test_app.py")
+TRACKED = ("README.md", "src/app.py", "src/util.py", "tests/web/test_app.py")
 ISSUE = IssueText(number=7, title="Add an archive command", body="Users want to archive items.")
 
 

@@ -122,17 +122,6 @@ class Harness:
         return self.receiver.events()
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    folder = tmp_path / "project"
-    (folder / "pkg").mkdir(parents=True)
-    (folder / "README.md").write_text("# demo\n")
-    (folder / "pkg" / "core.py").write_text("VALUE = 1\n")
-    (folder / ".github").mkdir()
-    (folder / ".github" / "lanebot.yml").write_text("max_units: 4\n")
-    return folder
-
-
 @contextlib.asynccontextmanager
 async def harness(
     tmp_path: Path, project: Path, *, receiver: Receiver | None = None, **config: Any

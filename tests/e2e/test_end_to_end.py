@@ -23,12 +23,6 @@ MAINTAINER = "maintainer"
 STEP_TIMEOUT = 120.0
 
 
-@pytest.fixture
-def stack(tmp_path):
-    with Stack(tmp_path / "stack") as running:
-        yield running
-
-
 def config(**build) -> str:
     text = repository_config("recipe")
     extra = "".join(f"  {key}: {value}\n" for key, value in build.items())

@@ -1,5 +1,5 @@
 """What `/fix` on a pull request takes as its notes (the handler's flow is tested end to end in
-tests/test_end_to_end_fix.py)."""
+tests/e2e/test_end_to_end_fix.py)."""
 
 from __future__ import annotations
 

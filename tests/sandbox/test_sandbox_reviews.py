@@ -2,7 +2,7 @@
 in the real diff, review comments and their threads, review requests, the webhooks each sends, the
 GraphQL view of review threads, and the human API that reviews, replies and resolves as people do.
 
-Every test drives the Starlette app in-process (as tests/test_sandbox.py does) on one pull request
+Every test drives the Starlette app in-process (as tests/sandbox/test_sandbox.py does) on one pull request
 from `lanebot/1`, opened by the App: it changes line 10 of a 20-line `src/long.py` (so the diff
 shows lines 7 to 13 of each side) and adds `docs/notes.md`.
 """
@@ -22,7 +22,7 @@ from bot.sandbox import SandboxConfig, SandboxServer
 from bot.sandbox.cli import HumanClient, SandboxUnavailable
 from bot.sandbox.core import LINE_NOT_IN_DIFF, PATH_UNRESOLVED, START_LINE_OUTSIDE_HUNK
 from bot.sandbox.gitstore import parse_diff
-from tests.test_sandbox import APP_ID, BASE, Harness, app_key, git, harness, mint, push_branch
+from tests.sandbox.test_sandbox import APP_ID, BASE, Harness, app_key, git, harness, mint, push_branch
 
 pytestmark = pytest.mark.anyio
 
@@ -34,13 +34,18 @@ HUNK_HEADER = "@@ -7,7 +7,7 @@ line 6"
 REVIEWS_DOCS = "https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request"
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
+def review_project(tmp_path: Path) -> Path:
+    """A project with a long file to comment on."""
     folder = tmp_path / "project"
     (folder / "src").mkdir(parents=True)
     (folder / "README.md").write_text("# demo\n")
     (folder / "src" / "long.py").write_text(LONG)
     return folder
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return review_project(tmp_path)
 
 
 @dataclass

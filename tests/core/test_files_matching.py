@@ -29,7 +29,7 @@ from bot.core.plans import validate_plan_text
 from bot.demo.plan import UNITS as DEMO_UNITS
 from bot.runner.lanes import ownership_violations
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def unit(unit_id: str, files: str) -> dict:

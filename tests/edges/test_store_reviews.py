@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.edges.store import reviews
-from tests.test_store import all_at_once, new_run
+from tests.edges.test_store import all_at_once, new_run
 
 T0 = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
 

@@ -4,7 +4,7 @@ Merging (the human API's "Merge pull request" button): a real merge commit on th
 the pull request merged and closed, `pull_request.closed` with `merged: true`, and the issues its
 body closes closed. Deleting a branch (`DELETE /repos/{owner}/{repo}/git/refs/heads/{branch}`):
 204, GitHub's 422 "Reference does not exist" for a ref that is not there, and the open pull
-requests from that branch closed. Driven in-process with the harness of tests/test_sandbox.py.
+requests from that branch closed. Driven in-process with the harness of tests/sandbox/test_sandbox.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.sandbox.core import closing_references
-from tests.test_sandbox import git, harness, push_branch
+from tests.sandbox.test_sandbox import git, harness, push_branch
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import pytest
 
 from bot.cli import main
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "worked-example.jsonl"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "worked-example.jsonl"
 
 
 def unit(unit_id: str, **fields) -> dict:

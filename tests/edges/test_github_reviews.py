@@ -31,8 +31,14 @@ from bot.edges.github.reviews import (
     thread_states,
 )
 from bot.edges.settings import Settings
-from tests.test_sandbox import APP_ID, BASE, Harness, app_key, harness
-from tests.test_sandbox_reviews import CHANGED, REPO, inline, project, push  # noqa: F401 - `project` is a fixture
+from tests.sandbox.test_sandbox import APP_ID, BASE, Harness, app_key, harness
+from tests.sandbox.test_sandbox_reviews import (
+    CHANGED,
+    REPO,
+    inline,
+    push,
+    review_project,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -93,8 +99,8 @@ class World:
 
 
 @pytest.fixture
-async def world(tmp_path: Path, project: Path) -> AsyncIterator[World]:
-    async with harness(tmp_path, project) as h:
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    async with harness(tmp_path, review_project(tmp_path)) as h:
         repo = await h.repository(REPO)
         await h.http.post(f"/_sandbox/repos/{REPO}/collaborators", json={"login": "bob", "role": "write"})
         work = tmp_path / "work"

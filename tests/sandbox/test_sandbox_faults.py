@@ -2,7 +2,7 @@
 error without being done, or is done and its answer cut off; each fault acts as often as it was
 told to, on the requests it names, and says when it has.
 
-Most tests drive the sandbox in-process (tests.test_sandbox's harness); cutting an answer off
+Most tests drive the sandbox in-process (tests.sandbox.test_sandbox's harness); cutting an answer off
 needs a real connection, so that test serves it on a loopback port.
 """
 
@@ -16,8 +16,8 @@ import pytest
 
 from bot.sandbox.faults import Fault, FaultBook, FaultError
 from tests.app_helpers import private_key_pem
+from tests.sandbox.test_sandbox import harness
 from tests.sandbox_helpers import APP_ID, SandboxRepository, served_sandbox
-from tests.test_sandbox import harness, project  # noqa: F401 - `project` is a fixture
 
 pytestmark = pytest.mark.anyio
 

@@ -41,7 +41,7 @@ from tests.sandbox_helpers import SandboxRepository, served_sandbox
 
 pytestmark = pytest.mark.slow
 
-DRIVER = Path(__file__).with_name("recovery_driver.py")
+DRIVER = Path(__file__).resolve().parents[1] / "recovery_driver.py"
 WAIT_LIMIT_S = 60  # a hang guard, never a timing assertion
 
 

@@ -28,7 +28,7 @@ from bot.render.answers import render_plan_failed, render_refusal, render_status
 from bot.render.gate import MERMAID_MAX_TEXT, render_gate, render_superseded
 from bot.render.progress import LaneView
 
-WORKED_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "worked-example.jsonl"
+WORKED_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "worked-example.jsonl"
 BUDGET = SessionBudget(planner_attempts=3, lane_attempts=3, integrate_sessions=1, verify_repairs=2)
 HOSTILE = '"quotes" [brackets] <script>alert(1)</script> `backticks` | pipes'
 modest = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,6 +1,6 @@
 """Review feedback and lanebot's own review, end to end through the sandbox GitHub.
 
-As in tests/test_end_to_end.py, `lanebot sandbox serve` and `lanebot serve` run as processes and
+As in tests/e2e/test_end_to_end.py, `lanebot sandbox serve` and `lanebot serve` run as processes and
 people act through the sandbox's human API. Lanes and the integrate step use the recipe agent; fix
 lanes and verifiers use the `command` adapter running tests/agents_fixtures/review_agent.py, a
 scripted agent that knows only lanebot's contract (the prompt, `.lanebot/threads.json`, the report
@@ -20,14 +20,22 @@ import pytest
 
 from bot.demo.stack import Stack
 from bot.edges.store import reviews, runs
+from tests.e2e.test_end_to_end import (
+    MAINTAINER,
+    REPO,
+    STEP_TIMEOUT,
+    open_and_label,
+    plan_body,
+    recipe_unit,
+    wait_for_pull,
+)
+from tests.e2e.test_end_to_end_review import lanebot_db, lanebot_run
 from tests.lanes_helpers import make_workflow_dir
-from tests.test_end_to_end import MAINTAINER, REPO, STEP_TIMEOUT, open_and_label, plan_body, recipe_unit, wait_for_pull
-from tests.test_end_to_end_review import lanebot_db, lanebot_run
 
 pytestmark = pytest.mark.slow
 
 READER = "contributor"  # write access on GitHub; the gate asks for maintain
-AGENT = Path(__file__).parent / "agents_fixtures" / "review_agent.py"
+AGENT = Path(__file__).resolve().parents[1] / "agents_fixtures" / "review_agent.py"
 UNITS = [recipe_unit("words", r"^(greeting|notes)\.txt$", {"greeting.txt": "hello\n", "notes.txt": "notes\n"})]
 
 

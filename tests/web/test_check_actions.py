@@ -3,7 +3,7 @@ or GitHub's "Re-run" asks lanebot for, when the run can take it, and what the cl
 then says.
 
 The pure rules are tested directly; the buttons on real check runs with the orchestrator driving
-a run against the fake GitHub of tests/test_orchestrator.py.
+a run against the fake GitHub of tests/runner/test_orchestrator.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from bot.edges.github.checks import acknowledge_rerun, finish_check
 from bot.render.checks import lane_report, rerun_note, verify_report
 from bot.web.handlers.check_run import Rerun, rerun_asked, rerun_refusal
 from tests.lanes_helpers import approved_run, unit
-from tests.test_orchestrator import WORKED_EXAMPLE, sqlite_url, world  # noqa: F401 - sqlite_url is a fixture
+from tests.runner.test_orchestrator import WORKED_EXAMPLE, world
 
 LANE = {"name": "lanebot / api", "external_id": external_id(7, "api")}
 VERIFY = {"name": "lanebot / verify", "external_id": external_id(7)}

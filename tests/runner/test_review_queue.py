@@ -1,7 +1,7 @@
 """The review queue's worker: requests done one after another, failures recorded, restarts recovered.
 
 The work of a request (a fix lane, lanebot's own review) is replaced here by a recording step; what
-those steps do is tested through the sandbox in tests/test_end_to_end_fix.py.
+those steps do is tested through the sandbox in tests/e2e/test_end_to_end_fix.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from bot.edges.store import reviews, runs
 from bot.runner.review import queue as review_queue
-from tests.test_store import new_run
+from tests.edges.test_store import new_run
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Check-run buttons and the clean-up after the pull request, through the sandbox GitHub.
 
-As in tests/test_end_to_end.py: `lanebot sandbox serve` and `lanebot serve` run as processes
+As in tests/e2e/test_end_to_end.py: `lanebot sandbox serve` and `lanebot serve` run as processes
 (bot/demo/stack.py), people act through the sandbox's human API, and the tests look at what
 GitHub would show (check runs, labels, branches, the pull request). What only lanebot knows (a
 run's state, the events it recorded) is read from its database; what is left on disk from the
@@ -26,14 +26,13 @@ from bot.edges.store.db import make_engine, session
 from bot.edges.store.models import Delivery
 from bot.runner.cleanup import mirror_paths, run_paths
 from bot.runner.plan import issue_run
-from tests.test_end_to_end import (  # noqa: F401 - `stack` is a fixture
+from tests.e2e.test_end_to_end import (
     MAINTAINER,
     REPO,
     STEP_TIMEOUT,
     open_and_label,
     plan_body,
     recipe_unit,
-    stack,
     state_labels,
     wait_for_label,
     wait_for_pull,

@@ -50,7 +50,7 @@ REPO = "Codertocat/Hello-World"
 ISSUE = 1
 MAINTAINER = "Codertocat"  # owns the repository: admin
 WAIT_LIMIT_SECONDS = 30  # a hang guard, not a timing assertion
-WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
+WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 
 GATE = re.compile(r"\A<!-- lanebot:gate run=(\d+) rev=(\d+)( superseded=\d+)? -->")
 
