@@ -29,7 +29,7 @@ from bot.edges.store.models import Delivery
 _DELIVERY_COLUMNS = ("id", "event", "action", "repository", "status", "error")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     migrate_parser = subparsers.add_parser(
         "migrate",
         help="create or upgrade lanebot's database tables",
@@ -48,14 +48,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     list_parser.set_defaults(func=run_deliveries_list)
 
 
-def deliveries_subcommands(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+def deliveries_subcommands(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
     """The sub-commands of `lanebot deliveries`, created on first use by whichever module asks."""
     existing = subparsers.choices.get("deliveries")
     if existing is not None:
-        return existing.lanebot_subcommands
+        return _subcommands_of(existing)
     parser = subparsers.add_parser("deliveries", help="inspect and recover webhook deliveries")
-    parser.lanebot_subcommands = parser.add_subparsers(dest="deliveries_command", metavar="ACTION", required=True)
-    return parser.lanebot_subcommands
+    return parser.add_subparsers(dest="deliveries_command", metavar="ACTION", required=True)
+
+
+def _subcommands_of(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    # argparse keeps no public handle on a parser's sub-commands; its actions hold them.
+    return next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
 
 
 def _add_database_url(parser: argparse.ArgumentParser) -> None:

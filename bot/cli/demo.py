@@ -8,7 +8,7 @@ from pathlib import Path
 from bot.edges.agents import AGENT_NAMES
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = subparsers.add_parser(
         "demo", help="run one issue from label to pull request against a local sandbox GitHub (no account, no model)"
     )

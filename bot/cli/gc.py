@@ -13,6 +13,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from bot.cli import UsageError
@@ -23,7 +24,7 @@ from bot.runner.cleanup import Removal, collect, human_bytes, parse_age
 DEFAULT_AGE = "7d"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "gc",
         help="remove worktrees and mirror caches of finished runs, and say how much disk that freed",
@@ -92,7 +93,7 @@ def _line(verb: str, removal: Removal) -> str:
     return f"{verb} {removal.what}: {human_bytes(removal.size)}"
 
 
-def _engine(url: str | None):
+def _engine(url: str | None) -> Engine:
     try:
         return make_engine(url or os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL)
     except ValueError as error:

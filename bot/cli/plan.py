@@ -9,11 +9,11 @@ from bot.cli import UsageError
 from bot.core import graph as unit_graph
 from bot.core.graph import Graph, InvalidPlan, PlanSyntaxError
 from bot.core.scheduler import simulate
-from bot.core.workflow import WorkflowError, parse_yaml
+from bot.core.workflow import Workflow, WorkflowError, parse_yaml
 from bot.edges.workflow_files import load_workflow
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan = subparsers.add_parser("plan", help="check, show or simulate a unit graph (JSONL or a JSON array)")
     commands = plan.add_subparsers(dest="plan_command", metavar="ACTION", required=True)
 
@@ -136,7 +136,7 @@ def _load_graph(args: argparse.Namespace) -> Graph | None:
         return None
 
 
-def _workflow(config: Path | None):
+def _workflow(config: Path | None) -> Workflow:
     try:
         if config is None:
             return load_workflow()

@@ -22,7 +22,7 @@ SECRET_ENVIRONMENT = "WEBHOOK_SECRET"
 URL_ENVIRONMENT = "LANEBOT_SANDBOX_URL"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sandbox = subparsers.add_parser("sandbox", help="a local stand-in for GitHub: serve it, act in it as people")
     commands = sandbox.add_subparsers(dest="sandbox_command", metavar="COMMAND", required=True)
     _register_serve(commands)
@@ -87,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     state.set_defaults(func=_run_state)
 
 
-def _register_serve(commands: argparse._SubParsersAction) -> None:
+def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("serve", help="run a sandbox GitHub in the foreground")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port to listen on (default 3100; 0 picks a free one)")
@@ -127,7 +127,9 @@ def _register_serve(commands: argparse._SubParsersAction) -> None:
     serve.set_defaults(func=_run_serve)
 
 
-def _client_parser(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> argparse.ArgumentParser:
+def _client_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
+) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(name, help=help_text, description=help_text)
     parser.add_argument(
         "--sandbox-url",
@@ -149,14 +151,16 @@ def _body_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
 
 
 def _body(args: argparse.Namespace) -> str | None:
-    if args.body_file is None:
-        return args.body
-    if str(args.body_file) == "-":
+    body_file: Path | None = args.body_file
+    if body_file is None:
+        body: str | None = args.body
+        return body
+    if str(body_file) == "-":
         return sys.stdin.read()
     try:
-        return args.body_file.read_text(encoding="utf-8")
+        return body_file.read_text(encoding="utf-8")
     except OSError as error:
-        raise UsageError(f"cannot read {args.body_file}: {error.strerror}") from None
+        raise UsageError(f"cannot read {body_file}: {error.strerror}") from None
 
 
 def _read_file(path: Path, what: str) -> str:

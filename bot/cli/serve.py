@@ -28,7 +28,7 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 _LOGGING_LEVELS = {"trace": logging.DEBUG}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = subparsers.add_parser("serve", help="run the GitHub App: webhooks, dispatcher, set-up pages")
     serve.add_argument("--host", help="address to listen on (default: HOST, else 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (default: PORT, else 3000)")

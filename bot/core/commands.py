@@ -117,7 +117,8 @@ class ParsedComment:
     @property
     def problems(self) -> tuple[str, ...]:
         """One message per unknown or invalid command, in the order they appear."""
-        found = sorted((*self.unknown, *self.invalid), key=lambda item: item.line)
+        found: list[UnknownCommand | InvalidUsage] = [*self.unknown, *self.invalid]
+        found.sort(key=lambda item: item.line)
         return tuple(item.message for item in found)
 
 

@@ -48,7 +48,7 @@ import re
 import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import re2
 
@@ -177,8 +177,8 @@ def match_paths(expressions: Sequence[str], paths: Iterable[str | bytes]) -> lis
 
 def _all_bytes(paths: list[str | bytes]) -> list[bytes]:
     """`path_bytes` of each path; a fifth of the overlap check's time went to calling it per path."""
-    try:
-        return [path.encode("utf-8", "surrogateescape") for path in paths]  # type: ignore[union-attr]
+    try:  # read all as str; the except below catches the bytes
+        return [path.encode("utf-8", "surrogateescape") for path in cast("list[str]", paths)]
     except (AttributeError, UnicodeEncodeError):  # bytes among them, or a str no bytes decode to
         return [path_bytes(path) for path in paths]
 

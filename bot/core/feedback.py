@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -278,7 +278,7 @@ def threads_json(brief: Brief, trusted: Callable[[ReviewComment], bool]) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
-def _thread_json(thread: Thread, trusted: Callable[[ReviewComment], bool]) -> dict[str, Any]:
+def _thread_json(thread: Thread, trusted: Callable[[ReviewComment], bool]) -> dict[str, object]:
     root = thread.root
     return {
         "thread": thread.id,
@@ -674,7 +674,7 @@ def _thread_row(thread: Thread, report: FixReport) -> str:
     addressed, text = report.outcome(thread.id)
     root = thread.root
     line = root.line if root.line is not None else root.original_line
-    where = cell_code(shorten(f"{root.path}:{line}" if line is not None else root.path, _PATH_CHARS))
+    where: str = cell_code(shorten(f"{root.path}:{line}" if line is not None else root.path, _PATH_CHARS))
     if root.html_url and _URL.fullmatch(root.html_url):
         where = f"[{where}]({root.html_url})"
     if thread.outdated:
@@ -709,6 +709,12 @@ def _failure_section(failure: str, *, pushed: bool) -> str:
     return f"**What failed:**\n\n{defuse(code_block(shorten_tail(failure, _FAILURE_CHARS)))}{nothing}\n"
 
 
+@overload
+def largest_fitting(
+    render: Callable[[int], str], count: int, *, cut_when_nothing_fits: Literal[True] = True
+) -> str: ...
+@overload
+def largest_fitting(render: Callable[[int], str], count: int, *, cut_when_nothing_fits: bool) -> str | None: ...
 def largest_fitting(render: Callable[[int], str], count: int, *, cut_when_nothing_fits: bool = True) -> str | None:
     """`render(n)` for the largest n in 0..count that fits GitHub's comment limit.
 

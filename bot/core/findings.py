@@ -26,7 +26,7 @@ import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -41,6 +41,7 @@ __all__ = [
     "SEVERITIES",
     "VERDICTS_FILE",
     "Finding",
+    "Severity",
     "Verdict",
     "commentable_lines",
     "findings_to_check",
@@ -56,7 +57,8 @@ VERDICTS_FILE = ".lanebot/verdicts.json"
 MAX_FILE_CHARS = 1_000_000  # a larger findings or verdicts file is not read at all
 
 LENSES = REVIEW_LENSES  # what each verifier looks for; the workflow's `review.lenses` picks from these
-SEVERITIES = ("low", "medium", "high")
+Severity = Literal["low", "medium", "high"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 
 _CLAIM_CHARS = 2_000
 _EVIDENCE_CHARS = 4_000
@@ -111,7 +113,7 @@ class _FindingItem(BaseModel):
     line: Annotated[int, Field(strict=True, ge=1)]
     claim: _Claim
     evidence: _Evidence
-    severity: Literal[SEVERITIES]  # type: ignore[valid-type]  # the tuple spreads into the Literal
+    severity: Severity
 
 
 class _VerdictItem(BaseModel):

@@ -20,6 +20,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import NotRequired, TypedDict, cast
 
 from bot.core.ere import MAX_FILES_CHARS, MAX_REPEAT, FilesLimitError, compile_ere, compiled_ere, match_paths
 from bot.core.ere import shown as _shown
@@ -39,6 +40,7 @@ __all__ = [
     "Problem",
     "SessionBudget",
     "Unit",
+    "UnitJson",
     "build_graph",
     "compile_ere",
     "is_slug",
@@ -65,6 +67,18 @@ def is_slug(text: str) -> bool:
 # --------------------------------------------------------------------------- units
 
 
+class UnitJson(TypedDict):
+    """A unit as a plan writes it (the JSON object `validate` accepts)."""
+
+    id: str
+    title: str
+    needs: list[str]
+    files: str
+    check: str
+    brief: str
+    estimate: NotRequired[float | None]
+
+
 @dataclass(frozen=True)
 class Unit:
     """One unit of work: it becomes one lane."""
@@ -82,16 +96,16 @@ class Unit:
         object.__setattr__(self, "needs", tuple(dict.fromkeys(self.needs)))
 
     @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> Unit:
+    def from_json(cls, data: UnitJson) -> Unit:
         """The unit an already validated JSON object describes."""
         return cls(
-            id=data["id"],  # type: ignore[arg-type]
-            title=data["title"],  # type: ignore[arg-type]
-            needs=tuple(data["needs"]),  # type: ignore[arg-type]
-            files=data["files"],  # type: ignore[arg-type]
-            check=data["check"],  # type: ignore[arg-type]
-            brief=data["brief"],  # type: ignore[arg-type]
-            estimate=data.get("estimate"),  # type: ignore[arg-type]
+            id=data["id"],
+            title=data["title"],
+            needs=tuple(data["needs"]),
+            files=data["files"],
+            check=data["check"],
+            brief=data["brief"],
+            estimate=data.get("estimate"),
         )
 
     def owns(self, path: str) -> bool:
@@ -101,8 +115,8 @@ class Unit:
         """
         return compiled_ere(self.files).search(path) is not None
 
-    def to_json(self) -> dict:
-        data: dict[str, object] = {
+    def to_json(self) -> UnitJson:
+        data: UnitJson = {
             "id": self.id,
             "title": self.title,
             "needs": list(self.needs),
@@ -166,7 +180,8 @@ def parse_units(text: str) -> list[object]:
 def _parse_array(body: str) -> list[object]:
     context = "the plan starts with '[', so it is read as one JSON array"
     try:
-        return json.loads(body)
+        units: list[object] = json.loads(body)  # text starting with '[' that parses is an array
+        return units
     except json.JSONDecodeError as error:
         raise PlanSyntaxError(
             f"line {error.lineno}, column {error.colno}: {error.msg} ({context})", line=error.lineno
@@ -269,8 +284,8 @@ def _check_unit(index: int, item: object) -> tuple[_Entry, list[Problem]]:
         shape = f"is {_describe(item)}, not a JSON object with the keys {', '.join(REQUIRED_KEYS)}"
         return _Entry(index, label, None), [Problem(label, shape)]
     unit_id = item.get("id")
-    usable = isinstance(unit_id, str) and is_slug(unit_id)
-    entry = _Entry(index, unit_id if usable else f"#{index}", unit_id if isinstance(unit_id, str) else None)
+    label = unit_id if isinstance(unit_id, str) and is_slug(unit_id) else f"#{index}"
+    entry = _Entry(index, label, unit_id if isinstance(unit_id, str) else None)
     messages = _key_messages(item)
     messages += _id_messages(item)
     messages += [message for key in _TEXT_KEYS if key in item for message in _text_messages(key, item[key])]
@@ -283,7 +298,7 @@ def _check_unit(index: int, item: object) -> tuple[_Entry, list[Problem]]:
     return entry, [Problem(entry.label, message) for message in messages]
 
 
-def _key_messages(item: dict) -> list[str]:
+def _key_messages(item: Mapping[str, object]) -> list[str]:
     allowed = REQUIRED_KEYS + OPTIONAL_KEYS
     missing = [f"missing key '{key}'" for key in REQUIRED_KEYS if key not in item]
     unknown = [
@@ -292,7 +307,7 @@ def _key_messages(item: dict) -> list[str]:
     return missing + unknown
 
 
-def _id_messages(item: dict) -> list[str]:
+def _id_messages(item: Mapping[str, object]) -> list[str]:
     if "id" not in item:
         return []
     unit_id = item["id"]
@@ -314,7 +329,7 @@ def _text_messages(key: str, value: object) -> list[str]:
     return []
 
 
-def _needs_messages(item: dict) -> list[str]:
+def _needs_messages(item: Mapping[str, object]) -> list[str]:
     needs = item.get("needs", [])
     if not isinstance(needs, list):
         return [f"needs must be a list of unit ids, got {_describe(needs)}"]
@@ -325,7 +340,7 @@ def _needs_messages(item: dict) -> list[str]:
     ]
 
 
-def _estimate_messages(item: dict) -> list[str]:
+def _estimate_messages(item: Mapping[str, object]) -> list[str]:
     estimate = item.get("estimate")
     if estimate is None:  # absent, or null: no estimate
         return []
@@ -352,8 +367,7 @@ def _files_messages(files: object) -> list[str]:
 
 
 def _usable_files(files: object, files_messages: list[str]) -> str | None:
-    usable = isinstance(files, str) and files.strip() and not files_messages
-    return files if usable else None  # type: ignore[return-value]
+    return files if isinstance(files, str) and files.strip() and not files_messages else None
 
 
 def _string_needs(needs: object) -> tuple[str, ...] | None:
@@ -392,12 +406,11 @@ def _needs_problems(entries: list[_Entry]) -> list[Problem]:
 
 
 def _overlap_problems(entries: list[_Entry], tracked_paths: Iterable[str]) -> list[Problem]:
-    owning = [entry for entry in entries if entry.files is not None]
+    owning = [(entry, entry.files) for entry in entries if entry.files is not None]
     if len(owning) < 2:
         return []  # nothing to overlap with
     paths = list(tracked_paths)
-    expressions = [entry.files for entry in owning if entry.files is not None]
-    matched = [set(found) for found in match_paths(expressions, paths)]
+    matched = [set(found) for found in match_paths([files for _, files in owning], paths)]
     problems = []
     for first, second in itertools.combinations(range(len(owning)), 2):
         shared = matched[first] & matched[second]
@@ -406,11 +419,12 @@ def _overlap_problems(entries: list[_Entry], tracked_paths: Iterable[str]) -> li
     return problems
 
 
-def _overlap_problem(first: _Entry, second: _Entry, path: str, count: int) -> Problem:
+def _overlap_problem(first: tuple[_Entry, str], second: tuple[_Entry, str], path: str, count: int) -> Problem:
+    (entry, files), (other, other_files) = first, second
     more = f" and {count - 1} more tracked path{'s' * (count > 2)}" if count > 1 else ""
     return Problem(
-        first.label,
-        f"files {_shown(first.files)} overlaps {_unit_ref(second.label)} (files {_shown(second.files)}):"
+        entry.label,
+        f"files {_shown(files)} overlaps {_unit_ref(other.label)} (files {_shown(other_files)}):"
         f" both match the tracked path {_shown(path)}{more}; each path may belong to one unit only",
     )
 
@@ -484,8 +498,8 @@ def _shortest_cycle(start: str, edges: Mapping[str, tuple[str, ...]], component:
         node = queue.popleft()
         if start in edges[node]:
             path = [node]
-            while came_from[path[-1]] is not None:
-                path.append(came_from[path[-1]])  # type: ignore[arg-type]
+            while (parent := came_from[path[-1]]) is not None:
+                path.append(parent)
             return [*reversed(path), start]
         for child in edges[node]:
             if child in component and child not in came_from:
@@ -527,7 +541,8 @@ def build_graph(
     problems = validate(raw, max_units=max_units, tracked_paths=tracked_paths)
     if problems:
         raise InvalidPlan(problems)
-    return Graph(tuple(Unit.from_json(item) for item in raw))  # type: ignore[union-attr]
+    units = cast("list[UnitJson]", raw)  # validate found no problem: a list of valid unit objects
+    return Graph(tuple(Unit.from_json(item) for item in units))
 
 
 def load_plan(
@@ -663,9 +678,10 @@ class Graph:
         return "".join(json.dumps(unit.to_json(), ensure_ascii=False) + "\n" for unit in self.units)
 
     def _minutes(self, unit_ids: Iterable[str]) -> float | None:
-        if any(unit.estimate is None for unit in self.units):
+        estimates = {unit.id: unit.estimate for unit in self.units if unit.estimate is not None}
+        if len(estimates) < len(self.units):
             return None
-        return sum(float(self._by_id[unit_id].estimate) for unit_id in unit_ids)  # type: ignore[arg-type]
+        return sum(float(estimates[unit_id]) for unit_id in unit_ids)
 
     def _find_dependents(self) -> dict[str, tuple[str, ...]]:
         found: dict[str, list[str]] = {unit.id: [] for unit in self.units}

@@ -24,6 +24,7 @@ import functools
 import math
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 COMMENT_LIMIT = 65_536  # GitHub refuses a longer issue comment with 422
@@ -218,7 +219,7 @@ def plural(count: int, word: str) -> Escaped:
     return Escaped(f"{count} {word}{'' if count == 1 else 's'}")
 
 
-def largest_fitting_render(render: Any, low: int, high: int, fitting: str) -> str:
+def largest_fitting_render(render: Callable[[int], str], low: int, high: int, fitting: str) -> str:
     """Binary search for the largest n in [low, high] whose rendering fits GitHub's comment limit;
     `fitting` is `render(low)`, known to fit."""
     best = fitting

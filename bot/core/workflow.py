@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol, TypedDict, cast
 
 import jinja2
 import yaml
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from bot.core.graph import SessionBudget
 
@@ -36,6 +37,7 @@ __all__ = [
     "PROMPT_STEPS",
     "REVIEW_LENSES",
     "WORKFLOW_FILE_NAME",
+    "IssueFacts",
     "Workflow",
     "WorkflowError",
     "build_workflow",
@@ -101,7 +103,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     the first one's settings.
     """
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         seen: set[str] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
@@ -115,7 +117,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def parse_yaml(text: str, source: str) -> dict:
+def parse_yaml(text: str, source: str) -> dict[str, Any]:
     """Parse one settings document; an empty document is an empty mapping.
 
     Raises WorkflowError naming the source and line for a syntax error, a duplicated key, or a
@@ -143,9 +145,9 @@ def _yaml_problem(error: yaml.MarkedYAMLError, source: str) -> str:
     return f"{source}:{where}: {what}"
 
 
-def deep_merge(base: Mapping, override: Mapping) -> dict:
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """Merge `override` into a copy of `base`: mappings merge recursively; lists and scalars replace."""
-    merged: dict = {key: _copy(value) for key, value in base.items()}
+    merged = {key: _copy(value) for key, value in base.items()}
     for key, value in override.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
             merged[key] = deep_merge(merged[key], value)
@@ -165,7 +167,7 @@ def _copy(value: Any) -> Any:
 KeyPath = tuple[str, ...]
 
 
-def _record_origins(mapping: Mapping, source: str, origins: dict[KeyPath, str], prefix: KeyPath = ()) -> None:
+def _record_origins(mapping: Mapping[str, Any], source: str, origins: dict[KeyPath, str], prefix: KeyPath = ()) -> None:
     """Note, for every key path in `mapping`, that `source` supplied its current value."""
     for key, value in mapping.items():
         path = (*prefix, str(key))
@@ -494,7 +496,31 @@ SECTIONS: dict[str, type[_Settings]] = {
 REPOSITORY_AGENT_KEYS = frozenset({"model"})
 
 
+class _Sections(TypedDict):
+    """The validated sections, as the Workflow's fields."""
+
+    trigger: TriggerSettings
+    plan: PlanSettings
+    gate: GateSettings
+    build: BuildSettings
+    integrate: IntegrateSettings
+    pull_request: PullRequestSettings
+    fix: FixSettings
+    review: ReviewSettings
+    cleanup: CleanupSettings
+    agents: AgentsSettings
+
+
 # --------------------------------------------------------------------------- the workflow
+
+
+class IssueFacts(Protocol):
+    """What the pull request's title template may read of the issue."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def title(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -529,13 +555,14 @@ class Workflow:
         """The template file for a step (a key of PROMPT_STEPS, e.g. "lane" or "refute") or a file name."""
         if name in PROMPT_STEPS:
             section, key = PROMPT_STEPS[name]
-            return getattr(getattr(self, section), key)
+            template: str = getattr(getattr(self, section), key)
+            return template
         try:
             return _check_template_name(name)
         except ValueError as error:
             raise WorkflowError([f"prompt {name!r}: {error}"]) from None
 
-    def render_pr_title(self, issue: Any, proposed: str = "") -> str:
+    def render_pr_title(self, issue: Mapping[str, object] | IssueFacts, proposed: str = "") -> str:
         """The pull request title: pull_request.title rendered, folded to one line, at most 256 characters."""
         try:
             text = (
@@ -547,7 +574,7 @@ class Workflow:
         return title if len(title) <= PR_TITLE_LIMIT else title[: PR_TITLE_LIMIT - 1].rstrip() + "…"
 
 
-def _field(obj: Any, name: str) -> Any:
+def _field(obj: Mapping[str, object] | IssueFacts, name: str) -> object:
     return obj[name] if isinstance(obj, Mapping) else getattr(obj, name)
 
 
@@ -555,12 +582,12 @@ def _field(obj: Any, name: str) -> Any:
 
 
 def build_workflow(
-    default: tuple[str, Mapping],
-    overrides: Sequence[tuple[str, Mapping]] = (),
+    default: tuple[str, Mapping[str, Any]],
+    overrides: Sequence[tuple[str, Mapping[str, Any]]] = (),
     *,
     prompts_dir: Path,
     available_prompts: Collection[str],
-    host_overrides: Sequence[tuple[str, Mapping]] = (),
+    host_overrides: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> Workflow:
     """The default workflow, then the host's overrides, then the repository's, validated together.
 
@@ -582,7 +609,7 @@ def build_workflow(
         problems += _repository_may_not_set(mapping, source)
         layers.append((source, mapping))
 
-    merged: dict = {}
+    merged: dict[str, Any] = {}
     origins: dict[KeyPath, str] = {}
     for source, mapping in layers:
         merged = deep_merge(merged, mapping)
@@ -594,20 +621,21 @@ def build_workflow(
     problems += _template_problems(sections, origins, prompts_dir, frozenset(available_prompts), fallback=fallback)
     if problems:
         raise WorkflowError(problems)
-    return Workflow(**sections, prompts_dir=prompts_dir, sources=tuple(source for source, _ in layers))
+    # Every section validated against its model in SECTIONS, so each has its field's type.
+    return Workflow(**cast(_Sections, sections), prompts_dir=prompts_dir, sources=tuple(source for source, _ in layers))
 
 
-def _repository_may_not_set(mapping: Mapping, source: str) -> list[str]:
+def _repository_may_not_set(mapping: Mapping[str, Any], source: str) -> list[str]:
     agents = mapping.get("agents")
     if not isinstance(agents, Mapping):
         return []
     problems = []
     for adapter, options in agents.items():
-        model = AgentsSettings.model_fields.get(str(adapter))
+        model = _field_model(AgentsSettings, str(adapter))
         if model is None or not isinstance(options, Mapping):
             continue  # unknown adapters and wrong types are reported by validation
         for key in options:
-            if key in model.annotation.model_fields and key not in REPOSITORY_AGENT_KEYS:
+            if key in model.model_fields and key not in REPOSITORY_AGENT_KEYS:
                 problems.append(
                     f"{source}: agents.{adapter}.{key}: set by the lanebot host, not by a repository "
                     "(a repository may choose each step's agent and agents.<name>.model)"
@@ -616,7 +644,7 @@ def _repository_may_not_set(mapping: Mapping, source: str) -> list[str]:
 
 
 def _validate_sections(
-    merged: Mapping, origins: Mapping[KeyPath, str], *, fallback: str
+    merged: Mapping[str, Any], origins: Mapping[KeyPath, str], *, fallback: str
 ) -> tuple[dict[str, _Settings], list[str]]:
     sections: dict[str, _Settings] = {}
     problems: list[str] = []
@@ -639,7 +667,7 @@ def _validate_sections(
 
 
 def _cross_problems(
-    merged: Mapping, sections: Mapping[str, _Settings], origins: Mapping[KeyPath, str], *, fallback: str
+    merged: Mapping[str, Any], sections: Mapping[str, _Settings], origins: Mapping[KeyPath, str], *, fallback: str
 ) -> list[str]:
     """Rules joining a step's choice of agent to that agent's options (when `agents` itself is valid)."""
     agents = sections.get("agents")
@@ -685,7 +713,7 @@ def _template_problems(
 # --------------------------------------------------------------------------- human messages
 
 
-def _message(detail: Mapping[str, Any], model: type[BaseModel]) -> str:
+def _message(detail: ErrorDetails, model: type[BaseModel]) -> str:
     kind, value, ctx = detail["type"], detail.get("input"), detail.get("ctx") or {}
     if kind == "extra_forbidden":
         known = _known_keys(model, detail["loc"][:-1])
@@ -717,16 +745,23 @@ def _message(detail: Mapping[str, Any], model: type[BaseModel]) -> str:
     return f"{message[:1].lower()}{message[1:]} (got {_shown(value)})"
 
 
-def _known_keys(model: type[BaseModel], location: Sequence[Any]) -> list[str]:
+def _known_keys(model: type[BaseModel], location: Sequence[str | int]) -> list[str]:
     for part in location:
-        field = model.model_fields.get(str(part))
-        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+        inner = _field_model(model, str(part))
+        if inner is None:
             return []
-        model = field.annotation
+        model = inner
     return list(model.model_fields)
 
 
-def _suggestion(key: str, known: Sequence[str] | Mapping[str, Any]) -> str:
+def _field_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The settings model of `model`'s field `name`, None when it has no such field or it is no model."""
+    field = model.model_fields.get(name)
+    annotation = field.annotation if field is not None else None
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _suggestion(key: str, known: Iterable[str]) -> str:
     names = list(known)
     if not names:
         return " (this mapping takes no keys)"
@@ -735,7 +770,7 @@ def _suggestion(key: str, known: Sequence[str] | Mapping[str, Any]) -> str:
     return f"{hint} (known: {', '.join(names)})"
 
 
-def _dotted(location: Sequence[Any]) -> str:
+def _dotted(location: Sequence[str | int]) -> str:
     text = ""
     for part in location:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))

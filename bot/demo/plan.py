@@ -96,7 +96,16 @@ CLI = {
 }
 
 
-def _unit(unit_id, title, needs, files, test_module, estimate, summary, contents):
+def _unit(
+    unit_id: str,
+    title: str,
+    needs: list[str],
+    files: str,
+    test_module: str,
+    estimate: int,
+    summary: str,
+    contents: dict[str, str],
+) -> dict[str, object]:
     return {
         "id": unit_id,
         "title": title,

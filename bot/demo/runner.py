@@ -20,6 +20,7 @@ from typing import Any
 from bot.demo.plan import issue_body
 from bot.demo.stack import Stack, StepTimedOut
 from bot.edges.store import db, runs
+from bot.edges.store.models import Lane
 
 REPOSITORY = "octo-org/tasks"
 MAINTAINER = "maintainer"
@@ -48,7 +49,7 @@ class DemoResult:
     gate_comment: str
     pull: dict[str, Any]
     check_runs: list[dict[str, Any]]
-    lanes: list[Any]
+    lanes: list[Lane]
     wall_clock_s: float
     graph_log: str
     api_requests: int
@@ -70,10 +71,12 @@ def _flow(stack: Stack, agent: str, say: Callable[[str], None]) -> DemoResult:
     say(f"  sandbox GitHub: {stack.sandbox_url}")
     say(f"  lanebot:        {stack.lanebot_url}")
     stack.create_repository(REPOSITORY, config=repository_config(agent), maintainers=(MAINTAINER,))
-    issue = stack.human.open_issue(REPOSITORY, login=MAINTAINER, title="Tasks need a status", body=issue_body())
+    human = stack.human
+    assert human is not None  # run_demo started the stack
+    issue = human.open_issue(REPOSITORY, login=MAINTAINER, title="Tasks need a status", body=issue_body())
     number = issue["number"]
     say(f"Opened issue #{number} with a hand-written plan; labelling it `{TRIGGER_LABEL}` ...")
-    stack.human.add_label(REPOSITORY, number, TRIGGER_LABEL, login=MAINTAINER)
+    human.add_label(REPOSITORY, number, TRIGGER_LABEL, login=MAINTAINER)
 
     gate = stack.wait_for(
         "the gate comment",
@@ -82,7 +85,7 @@ def _flow(stack: Stack, agent: str, say: Callable[[str], None]) -> DemoResult:
         seen=lambda: _seen(stack, number),
     )
     say("The gate comment is up; commenting /approve as a maintainer ...")
-    stack.human.comment(REPOSITORY, number, login=MAINTAINER, body="/approve")
+    human.comment(REPOSITORY, number, login=MAINTAINER, body="/approve")
 
     pull = stack.wait_for(
         "the pull request", lambda: _pull_for(stack, number), timeout=PR_TIMEOUT_S, seen=lambda: _seen(stack, number)
@@ -134,11 +137,11 @@ def _seen(stack: Stack, number: int) -> str:
     return f"labels {issue['labels']}; last comment: {last}; lanebot's log: {stack.root / 'lanebot.log'}"
 
 
-def _lanes_and_wall_clock(stack: Stack, number: int) -> tuple[list[Any], float]:
+def _lanes_and_wall_clock(stack: Stack, number: int) -> tuple[list[Lane], float]:
     engine = db.make_engine(stack.database_url)
     try:
         run = runs.active_run(engine, REPOSITORY, number)
-        if run is None:
+        if run is None or run.id is None:
             raise StepTimedOut(f"lanebot's database has no run for #{number}")
         lanes = runs.lanes(engine, run.id)
         events = runs.run_events(engine, run.id)
@@ -166,7 +169,8 @@ def report(result: DemoResult) -> str:
     started = [lane.started_at for lane in result.lanes if lane.started_at]
     origin = min(started) if started else None
     total = 0.0
-    for lane in sorted(result.lanes, key=lambda lane: lane.started_at or datetime.max.replace(tzinfo=origin.tzinfo)):
+    never = datetime.max.replace(tzinfo=origin.tzinfo if origin else None)
+    for lane in sorted(result.lanes, key=lambda lane: lane.started_at or never):
         duration = _seconds(lane.started_at, lane.finished_at)
         total += duration
         lines.append(
@@ -211,8 +215,10 @@ def main(*, keep: bool, agent: str, root: Path | None) -> int:
         if keep:
             print(f"\nBoth servers keep running (--keep): sandbox {stack.sandbox_url}, lanebot {stack.lanebot_url}.")
             print(f"Their logs are under {folder}. Stop them with Ctrl-C.")
+            sandbox = stack._sandbox
+            assert sandbox is not None  # run_demo started it
             try:
-                stack._sandbox.wait()
+                sandbox.wait()
             except KeyboardInterrupt:
                 pass
     finally:

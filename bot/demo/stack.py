@@ -48,8 +48,8 @@ class Stack:
     sandbox_url: str = ""
     lanebot_url: str = ""
     human: HumanClient | None = None
-    _sandbox: subprocess.Popen | None = None
-    _lanebot: subprocess.Popen | None = None
+    _sandbox: subprocess.Popen[bytes] | None = None
+    _lanebot: subprocess.Popen[bytes] | None = None
     _lanebot_port: int = 0
     _secret: str = ""
 
@@ -86,14 +86,14 @@ class Stack:
         secret_file = self.root / "webhook-secret"
         secret_file.write_text(self._secret)
         os.chmod(secret_file, 0o600)
-        self._start_sandbox()
+        human = self._start_sandbox()
         self._lanebot_port = free_port()
         self.lanebot_url = f"http://127.0.0.1:{self._lanebot_port}"
-        self.human.set_webhook(f"{self.lanebot_url}/api/github/webhooks")
+        human.set_webhook(f"{self.lanebot_url}/api/github/webhooks")
         self.start_lanebot()
         return self
 
-    def _start_sandbox(self) -> None:
+    def _start_sandbox(self) -> HumanClient:
         argv = [
             sys.executable,
             "-m",
@@ -116,12 +116,14 @@ class Stack:
             str(self.root / "webhook-secret"),
         ]
         log = open(self.root / "sandbox.log", "ab")
-        self._sandbox = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
-        first_line = self._sandbox.stdout.readline().decode()
+        self._sandbox = sandbox = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        assert sandbox.stdout is not None  # stdout=PIPE
+        first_line = sandbox.stdout.readline().decode()
         if not first_line.startswith("Sandbox GitHub at "):
             raise StepTimedOut(f"the sandbox did not start; see {self.root / 'sandbox.log'}")
         self.sandbox_url = first_line.split()[3].rstrip(":")
         self.human = HumanClient(self.sandbox_url)
+        return self.human
 
     def lanebot_environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith(("LANEBOT_", "GITHUB_"))}
@@ -151,7 +153,7 @@ class Stack:
             str(self.root / "no.env"),
         ]
         log = open(self.root / "lanebot.log", "ab")
-        self._lanebot = subprocess.Popen(
+        self._lanebot = lanebot = subprocess.Popen(
             argv,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -159,13 +161,11 @@ class Stack:
             cwd=self.root,
             start_new_session=True,
         )
-        self.wait_for("lanebot answers /healthz", self._healthy, timeout=START_TIMEOUT_S, poll=0.2)
+        self.wait_for("lanebot answers /healthz", lambda: self._healthy(lanebot), timeout=START_TIMEOUT_S, poll=0.2)
 
-    def _healthy(self) -> bool:
-        if self._lanebot.poll() is not None:
-            raise StepTimedOut(
-                f"lanebot exited with status {self._lanebot.returncode}; see {self.root / 'lanebot.log'}"
-            )
+    def _healthy(self, lanebot: subprocess.Popen[bytes]) -> bool:
+        if lanebot.poll() is not None:
+            raise StepTimedOut(f"lanebot exited with status {lanebot.returncode}; see {self.root / 'lanebot.log'}")
         try:
             return httpx.get(f"{self.lanebot_url}/healthz", timeout=2).status_code == 200
         except httpx.HTTPError:
@@ -211,12 +211,14 @@ class Stack:
         if config is not None:
             (folder / ".github").mkdir(exist_ok=True)
             (folder / ".github" / "lanebot.yml").write_text(config)
+        assert self.human is not None, "start() the stack first"
         repository = self.human.create_repository(full_name, folder, private=False)
         for login in maintainers:
             self.human.add_collaborator(full_name, login, "maintain")
         return repository
 
     def repository(self, full_name: str) -> dict[str, Any]:
+        assert self.human is not None, "start() the stack first"
         return self.human.state(full_name)
 
     def issue(self, full_name: str, number: int) -> dict[str, Any]:
@@ -226,7 +228,7 @@ class Stack:
     def wait_for(
         self,
         step: str,
-        probe: Callable[[], T],
+        probe: Callable[[], T | None],
         *,
         timeout: float,
         poll: float = 0.5,
@@ -261,4 +263,5 @@ class Stack:
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from bot.core.workflow import WORKFLOW_FILE_NAME, Workflow, WorkflowError, build_workflow, parse_yaml
 
@@ -26,10 +27,10 @@ def default_workflow_path() -> Path:
 
 
 def load_workflow(
-    overrides: Sequence[tuple[str, Mapping]] = (),
+    overrides: Sequence[tuple[str, Mapping[str, Any]]] = (),
     *,
     path: Path | None = None,
-    host_overrides: Sequence[tuple[str, Mapping]] = (),
+    host_overrides: Sequence[tuple[str, Mapping[str, Any]]] = (),
 ) -> Workflow:
     """The default workflow at `path` (default: `default_workflow_path()`), then the host's overrides,
     then a repository's, validated together (bot.core.workflow.build_workflow). Raises WorkflowError."""
@@ -45,7 +46,7 @@ def load_workflow(
     )
 
 
-def _read_workflow_file(path: Path) -> dict:
+def _read_workflow_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from bot.core.commands import COMMANDS
-from bot.core.graph import Graph, SessionBudget
+from bot.core.graph import Graph, SessionBudget, Unit
 from bot.core.lifecycle import RunState, available_actions
 from bot.core.scheduler import Schedule, simulate
 from bot.core.text import (
@@ -71,6 +71,9 @@ _BRIEF_CHARS = 8_000
 # --------------------------------------------------------------------------- the diagram
 
 
+_Detail = Literal["titles", "ids", "none"]  # how much of the diagram a layout shows
+
+
 @dataclass(frozen=True)
 class _Diagram:
     source: Escaped | None  # the flowchart, or None when not even ids fit Mermaid's limits
@@ -105,7 +108,7 @@ def mermaid_flowchart(graph: Graph, *, titles: bool = True) -> Escaped:
     return Escaped("\n".join(lines))
 
 
-def _diagram(graph: Graph, detail: Literal["titles", "ids", "none"]) -> _Diagram:
+def _diagram(graph: Graph, detail: _Detail) -> _Diagram:
     edge_count = sum(len(unit.needs) for unit in graph.units)
     if detail == "none" or edge_count > MERMAID_MAX_EDGES:
         why = (
@@ -136,11 +139,34 @@ _QUESTIONS = (
 )
 
 
+class _GateFacts(TypedDict):
+    """What the gate template shows whatever the layout."""
+
+    marker: Escaped
+    run_id: int
+    revision: int
+    superseded_by: int | None
+    issue_ref: Escaped
+    unit_count: Escaped
+    source: Escaped
+    rounds: list[Escaped]
+    critical_path: Escaped
+    critical_minutes: Escaped | None
+    estimate: dict[str, Escaped] | None
+    schedule: Escaped
+    eager: bool
+    max_lanes: int
+    session_bound: int
+    session_parts: Escaped
+    questions: list[tuple[Escaped, Escaped]]
+    commands: Sequence[tuple[Escaped, Escaped]]  # usage and description
+
+
 @dataclass(frozen=True)
 class _Layout:
     briefs: int  # how many units' briefs are shown, from the first
     rows: int  # how many table rows are shown, from the first
-    detail: Literal["titles", "ids", "none"]
+    detail: _Detail
 
 
 def render_gate(
@@ -204,23 +230,26 @@ def render_gate(
     return _fit(render, len(graph)) or _minimal_gate(facts, len(graph))
 
 
-def _fit(render: Any, count: int) -> str | None:
+def _fit(render: Callable[[_Layout], str], count: int) -> str | None:
     """The most detailed rendering under the limit: all briefs, then fewer briefs, then fewer
     rows, then less diagram. None when even the barest layout does not fit."""
     for detail in ("titles", "ids", "none"):
-        full = render(_Layout(count, count, detail))
-        if len(full) <= COMMENT_LIMIT:
-            return full
-        no_briefs = render(_Layout(0, count, detail))
-        if len(no_briefs) <= COMMENT_LIMIT:
-            return largest_fitting_render(
-                lambda briefs, detail=detail: render(_Layout(briefs, count, detail)), 0, count - 1, no_briefs
-            )
-        no_rows = render(_Layout(0, 0, detail))
-        if len(no_rows) <= COMMENT_LIMIT:
-            return largest_fitting_render(
-                lambda rows, detail=detail: render(_Layout(0, rows, detail)), 0, count - 1, no_rows
-            )
+        fitted = _fit_detail(render, count, detail)
+        if fitted is not None:
+            return fitted
+    return None
+
+
+def _fit_detail(render: Callable[[_Layout], str], count: int, detail: _Detail) -> str | None:
+    full = render(_Layout(count, count, detail))
+    if len(full) <= COMMENT_LIMIT:
+        return full
+    no_briefs = render(_Layout(0, count, detail))
+    if len(no_briefs) <= COMMENT_LIMIT:
+        return largest_fitting_render(lambda briefs: render(_Layout(briefs, count, detail)), 0, count - 1, no_briefs)
+    no_rows = render(_Layout(0, 0, detail))
+    if len(no_rows) <= COMMENT_LIMIT:
+        return largest_fitting_render(lambda rows: render(_Layout(0, rows, detail)), 0, count - 1, no_rows)
     return None
 
 
@@ -237,7 +266,7 @@ def _gate_facts(
     schedule: Schedule,
     max_lanes: int,
     superseded_by: int | None,
-) -> dict[str, Any]:
+) -> _GateFacts:
     critical = graph.critical_path()
     return {
         "marker": marker("gate", run_id, rev=revision, **({"superseded": superseded_by} if superseded_by else {})),
@@ -290,7 +319,7 @@ def _command_lines(state: RunState | str | None) -> list[tuple[Escaped, Escaped]
     return [(code_span(COMMANDS[name].usage), Escaped(COMMANDS[name].description)) for name in available_actions(state)]
 
 
-def _row(unit: Any) -> dict[str, Escaped]:
+def _row(unit: Unit) -> dict[str, Escaped]:
     return {
         "id": cell_code(unit.id),
         "title": markdown_cell(shorten(unit.title, _TITLE_IN_TABLE)),
@@ -301,7 +330,7 @@ def _row(unit: Any) -> dict[str, Escaped]:
     }
 
 
-def _brief(unit: Any, issue_number: int) -> dict[str, Escaped]:
+def _brief(unit: Unit, issue_number: int) -> dict[str, Escaped]:
     text = unit.brief
     if len(text) > _BRIEF_CHARS:
         text = text[:_BRIEF_CHARS] + f"\n… ({len(unit.brief) - _BRIEF_CHARS} more characters not shown)"
@@ -313,7 +342,7 @@ def _brief(unit: Any, issue_number: int) -> dict[str, Escaped]:
     }
 
 
-def _minimal_gate(facts: Mapping[str, Any], count: int) -> str:
+def _minimal_gate(facts: _GateFacts, count: int) -> str:
     """The bare gate comment, for a plan too large to show in any other way."""
     lines = [
         facts["marker"],

@@ -12,7 +12,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from bot.core.commands import COMMANDS
 from bot.core.lifecycle import RunState, available_actions
@@ -136,7 +135,7 @@ def render_progress(
         if value is not None and (not math.isfinite(value) or value < 0):
             raise ValueError(f"durations must be finite numbers of seconds >= 0, got {value!r}")
     merged = sum(1 for lane in lanes if LaneState(lane.state) is LaneState.MERGED)
-    context: dict[str, Any] = {
+    context: dict[str, object] = {
         "marker": marker("progress", run_id),
         "run_id": run_id,
         "state": Escaped(run_state.value.replace("_", " ")),
@@ -170,7 +169,7 @@ def _speedup(wall_clock_s: float | None, sum_of_lanes_s: float | None) -> Escape
     return Escaped(f"{sum_of_lanes_s / wall_clock_s:.1f}×")
 
 
-def _failure(lane: LaneView, tail_chars: int) -> dict[str, Any]:
+def _failure(lane: LaneView, tail_chars: int) -> dict[str, object]:
     tail = failure_tail(lane.failure, chars=tail_chars) if lane.failure and tail_chars else None
     return {
         "id": code_span(lane.unit_id),

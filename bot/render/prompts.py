@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
@@ -32,7 +31,7 @@ def prompt_path(workflow: Workflow, name: str) -> Path:
     return path
 
 
-def render_prompt(workflow: Workflow, name: str, **context: Any) -> str:
+def render_prompt(workflow: Workflow, name: str, **context: object) -> str:
     """Render a step's prompt template with `context`; a missing variable is an error."""
     prompt_path(workflow, name)  # refuses traversal, symlinks out of the folder, and missing files
     file_name = workflow.template_name(name)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
@@ -50,6 +49,6 @@ def _environment() -> jinja2.Environment:
     return environment
 
 
-def render_template(name: str, **context: Any) -> str:
+def render_template(name: str, **context: object) -> str:
     """Render one of lanebot's comment templates (`bot/templates/<name>`)."""
     return _environment().get_template(name).render(context)

@@ -55,7 +55,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from gidgethub import BadRequest
 from gidgethub.abc import GitHubAPI
@@ -64,11 +63,12 @@ from sqlmodel import col, select
 
 from bot.core.lifecycle import Event, RunState, transition
 from bot.core.names import LANE_PREFIX, lane_branch
+from bot.edges.git import Mirror
 from bot.edges.github.issues import split_repository
 from bot.edges.store import runs as store
 from bot.edges.store.db import session
 from bot.edges.store.models import RELEASED_RUN_STATES, Lane, Run
-from bot.runner.context import RunnerContext
+from bot.runner.context import EngineContext, RunnerContext
 from bot.runner.plan import follow_labels
 from bot.runner.review import queue as review_queue
 from bot.runner.runtime import db, load_runtime, remove_worktree
@@ -161,7 +161,7 @@ async def delete_branch(client: GitHubAPI, repository: str, branch: str) -> bool
     return True
 
 
-async def remove_run_files(paths: RunPaths, *, mirror: Any | None) -> None:
+async def remove_run_files(paths: RunPaths, *, mirror: Mirror | None) -> None:
     """Remove a run's files. Each worktree goes through `mirror` (a `bot.edges.git.Mirror`), so git's
     bookkeeping in the mirror forgets it too; whatever is left is deleted as plain files."""
     if mirror is not None and paths.worktrees.is_dir():
@@ -193,6 +193,7 @@ class ClosedPull:
 
 async def close_pull_request(context: RunnerContext, run: Run, pull: ClosedPull) -> None:
     """The run's pull request was merged or closed: move the run, fix its label, tidy up."""
+    assert run.id is not None
     if not await db(record_pull_closed, context.engine, run.id, pull):
         return
     await follow_labels(context, run.repository, run.issue_number)
@@ -218,10 +219,10 @@ def record_pull_closed(engine: Engine, run_id: int, pull: ClosedPull) -> bool:
             )
             return False
         transition(run.state, Event.PR_MERGED)  # the machine's word that a merge is valid here
-        if store.close_run(engine, run.id):
+        if store.close_run(engine, run_id):
             store.append_event(
                 engine,
-                run.id,
+                run_id,
                 "pr_merged",
                 {"pr": pull.number, "merged_by": pull.closed_by, "merge_commit_sha": pull.merge_commit_sha},
             )
@@ -234,18 +235,19 @@ def record_pull_closed(engine: Engine, run_id: int, pull: ClosedPull) -> bool:
     target = transition(run.state, Event.PR_CLOSED)
     if store.transition(
         engine,
-        run.id,
+        run_id,
         run.state,
         target.value,
         error=f"its pull request #{pull.number} was closed without merging by @{pull.closed_by}",
     ):
-        store.append_event(engine, run.id, "pr_closed", {"pr": pull.number, "by": pull.closed_by})
+        store.append_event(engine, run_id, "pr_closed", {"pr": pull.number, "by": pull.closed_by})
     return True
 
 
-async def _delete_lane_branches(context: RunnerContext, client: GitHubAPI, run: Run) -> None:
+async def _delete_lane_branches(context: EngineContext, client: GitHubAPI, run: Run) -> None:
     branches = lane_branches(run.issue_number, await db(store.lanes, context.engine, run.id))
-    deleted, gone = [], []
+    deleted: list[str] = []
+    gone: list[str] = []
     for branch in branches:
         (deleted if await delete_branch(client, run.repository, branch) else gone).append(branch)
     await db(

@@ -48,6 +48,7 @@ from bot.edges.store.models import AgentSession, Lane, utc_now
 from bot.render.checks import verify_report
 from bot.render.prompts import render_prompt
 from bot.render.pull_request import PR_BODY_LIMIT, LaneSummary, pr_body, split_pr_text
+from bot.runner.context import JobsContext, RunnerContext, RuntimeContext
 from bot.runner.lanes import FailureKind, LaneFailure, ScriptResult, is_ancestor, remote_sha, run_script
 from bot.runner.review import queue as review_queue
 from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
@@ -71,7 +72,7 @@ INTEGRATION_WORKTREE = "_integration"  # unit ids are slugs, which never start w
 # --------------------------------------------------------------------------- merging
 
 
-async def merge_lanes(context: Any, job: Job) -> None:
+async def merge_lanes(context: RuntimeContext, job: Job) -> None:
     """Merge the finished lanes `job.units`, in that order; outcomes go to the lanes' rows."""
     rt = await load_runtime(context, job.run_id)
     if rt.run.state != RunState.RUNNING:
@@ -127,14 +128,14 @@ class _Merger:
         await self._publish(held)
 
     async def _merge_one(self, lane: Lane) -> bool:
-        assert self.worktree is not None
+        assert self.worktree is not None and lane.head_sha is not None  # _merge_each checked the head
         message = merge_message(lane.unit_id, self.rt.issue_number)
         result = await self.worktree.merge_no_ff(lane.head_sha, message, self.rt.identity)
         if result.ok:
             self.merged_units.add(lane.unit_id)
             return True
         conflicted = list(result.conflicted)
-        refusal = "on_conflict is block"
+        refusal: str | None = "on_conflict is block"
         if self.rt.workflow.build.on_conflict == "agent":
             refusal = await self._resolve(lane, conflicted)
             if refusal is None:
@@ -258,39 +259,42 @@ async def run_session(
     """One recorded agent session (resolve, integrate, verify repair, fix, review): its result, or why it
     could not run. `env` adds to the LANEBOT_* variables the agent is given."""
     session = await db(store.start_session, rt.engine, run_id=rt.run.id, kind=kind, lane_id=lane_id, host=host_name())
+    session_id = session.id
+    assert session_id is not None
     transcript = rt.transcript_path(folder, session.attempt, prefix=kind)
-    await db(store.update_session, rt.engine, session.id, transcript_path=str(transcript))
+    await db(store.update_session, rt.engine, session_id, transcript_path=str(transcript))
     env = {"LANEBOT_RUN": str(rt.run.id), "LANEBOT_ISSUE": str(rt.issue_number), "LANEBOT_SESSION": kind, **(env or {})}
     try:
         adapter = make_agent(agent, getattr(rt.workflow.agents, agent))
         result: AgentResult | str = await adapter.run(
             AgentRequest(prompt=prompt, cwd=cwd, transcript=transcript, timeout=float(timeout), env=env, brief=brief),
-            on_start=lambda pid: store.update_session(rt.engine, session.id, pid=pid),
+            on_start=lambda pid: store.update_session(rt.engine, session_id, pid=pid),
         )
     except AgentConfigError as error:
         result = str(error)
     except BaseException:
-        await db(store.finish_session, rt.engine, session.id, status="cancelled")
+        await db(store.finish_session, rt.engine, session_id, status="cancelled")
         raise
-    await db(store.finish_session, rt.engine, session.id, **outcome_fields(result))
+    await db(store.finish_session, rt.engine, session_id, **outcome_fields(result))
     return result
 
 
 # --------------------------------------------------------------------------- integrate, verify, PR
 
 
-async def integrate_run(context: Any, job: Job) -> None:
+async def integrate_run(context: RunnerContext, job: Job) -> None:
     """The integrate step of a run in `integrating`; it ends `done` (PR open) or `blocked`."""
     rt = await load_runtime(context, job.run_id)
     if rt.run.state != RunState.INTEGRATING:
         return
-    await _Integration(rt).run()
+    await _Integration(context, rt).run()
 
 
 class _Integration:
     """The integrate session, verify with repairs, and the PR; used only by `integrate_run`."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, context: JobsContext, rt: Runtime) -> None:
+        self.context = context  # the self-review it queues goes to the background jobs
         self.rt = rt
         self.settings = rt.workflow.integrate
         self.branch = integration_branch(rt.issue_number)
@@ -403,7 +407,7 @@ class _Integration:
             self.rt.run.repository,
             name=VERIFY_CHECK,
             head_sha=head,
-            external=external_id(self.rt.run.id),
+            external=external_id(self.rt.run_id),
             title="verify is running",
             summary=f"`{self.settings.verify}` runs on the joined branch `{self.branch}`.",
         )
@@ -464,7 +468,7 @@ class _Integration:
             error=None,
         )
         if self.rt.workflow.review.enabled:
-            await review_queue.request_self_review(self.rt.context, self.rt.run.id, self.pushed)
+            await review_queue.request_self_review(self.context, self.rt.run_id, self.pushed)
 
     async def _pr_body(self) -> str:
         lanes = await db(store.lanes, self.rt.engine, self.rt.run.id)
@@ -499,7 +503,10 @@ async def open_pull_request(rt: Runtime, *, title: str, body: str) -> dict[str, 
             "draft": rt.workflow.pull_request.draft,
         }
         try:
-            return await rt.client.post("/repos/{owner}/{repo}/pulls", {"owner": owner, "repo": name}, data=data)
+            created: dict[str, Any] = await rt.client.post(
+                "/repos/{owner}/{repo}/pulls", {"owner": owner, "repo": name}, data=data
+            )
+            return created
         except BadRequest as error:
             existing = await _find_pull(rt, owner, name, branch) if error.status_code == 422 else None
             if existing is None:
@@ -515,7 +522,14 @@ async def open_pull_request(rt: Runtime, *, title: str, body: str) -> dict[str, 
 
 async def _find_pull(rt: Runtime, owner: str, name: str, branch: str) -> dict[str, Any] | None:
     url = "/repos/{owner}/{repo}/pulls{?head,state,per_page}"
-    url_vars = {"owner": owner, "repo": name, "head": f"{owner}:{branch}", "state": "open", "per_page": 100}
+    url_vars: dict[str, str | int] = {
+        "owner": owner,
+        "repo": name,
+        "head": f"{owner}:{branch}",
+        "state": "open",
+        "per_page": 100,
+    }
+    pull: dict[str, Any]
     async for pull in rt.client.getiter(url, url_vars):
         if (pull.get("head") or {}).get("ref") == branch:
             return pull

@@ -25,7 +25,7 @@ import dataclasses
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from anyio import to_thread
 
@@ -38,7 +38,7 @@ from bot.runner.review.own import self_review
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BUILD_UNAVAILABLE", "ORCHESTRATOR_MODULE", "Jobs"]
+__all__ = ["BUILD_UNAVAILABLE", "ORCHESTRATOR_MODULE", "Jobs", "JobsOwnContext", "Orchestrator"]
 
 ORCHESTRATOR_MODULE = "bot.runner.orchestrator"
 BUILD_UNAVAILABLE = "build_unavailable"  # the run event written while there is no orchestrator
@@ -52,7 +52,26 @@ JobKey = tuple[str, int]
 Job = Callable[[], Awaitable[None]]
 
 
-class Jobs:
+class JobsOwnContext(RunnerContext, Protocol):
+    """A `RunnerContext` that is a dataclass (`HandlerContext`), so `Jobs` can copy it with `jobs` set."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+
+C = TypeVar("C", bound=JobsOwnContext)
+
+
+class Orchestrator(Protocol):
+    """What `Jobs` asks of the orchestrator (bot.runner.orchestrator, or a test's stand-in)."""
+
+    async def drive(self, context: RunnerContext, run_id: int) -> str: ...
+
+    async def cancel(self, context: RunnerContext, run_id: int) -> str: ...
+
+    async def retry(self, context: RunnerContext, run_id: int, unit: str | None = None) -> str: ...
+
+
+class Jobs(Generic[C]):
     """The background tasks of one running app. `context` is a `HandlerContext`; `self.context`
     is the same with `jobs` set to this object, for handlers and jobs to share.
 
@@ -60,8 +79,8 @@ class Jobs:
     functions (`drive`, `cancel`, `retry`).
     """
 
-    def __init__(self, context: RunnerContext, *, orchestrator: Any = ORCHESTRATOR_MODULE) -> None:
-        self.context = dataclasses.replace(context, jobs=self)
+    def __init__(self, context: C, *, orchestrator: str | Orchestrator = ORCHESTRATOR_MODULE) -> None:
+        self.context: C = dataclasses.replace(context, jobs=self)
         self.orchestrator = orchestrator
         self._tasks: dict[JobKey, asyncio.Task[None]] = {}
         self._again: dict[JobKey, Job] = {}  # the latest request that came while its key's task ran
@@ -118,6 +137,7 @@ class Jobs:
         """Pick up the runs a previous life of the app left unfinished."""
         self._stopping = False
         for run in await to_thread.run_sync(runs.unfinished_runs, self.context.engine):
+            assert run.id is not None
             if run.state == "planning":
                 self.plan(run.id)
             elif run.state == "awaiting_approval":
@@ -178,7 +198,7 @@ class Jobs:
                     runs.append_event, self.context.engine, run_id, JOB_FAILED, {"job": kind, "error": detail}
                 )
 
-    async def _orchestrate(self, run_id: int, function: str, *args: Any) -> None:
+    async def _orchestrate(self, run_id: int, function: str, *args: str | None) -> None:
         orchestrator = self._load_orchestrator()
         if orchestrator is None:
             message = (
@@ -196,11 +216,11 @@ class Jobs:
             return
         await getattr(orchestrator, function)(self.context, run_id, *args)
 
-    def _load_orchestrator(self) -> Any:
+    def _load_orchestrator(self) -> Orchestrator | None:
         if not isinstance(self.orchestrator, str):
             return self.orchestrator
         try:
-            return importlib.import_module(self.orchestrator)
+            return cast(Orchestrator, importlib.import_module(self.orchestrator))  # a module has no static type
         except ModuleNotFoundError as error:
             if error.name != self.orchestrator:
                 raise  # the orchestrator exists but something it imports does not: a real error

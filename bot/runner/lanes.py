@@ -33,7 +33,7 @@ import contextlib
 import enum
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ from bot.edges.store import runs as store
 from bot.edges.store.models import Lane, utc_now
 from bot.render.checks import lane_report
 from bot.render.prompts import render_prompt
+from bot.runner.context import RuntimeContext
 from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -305,7 +306,7 @@ class _Outcome:
     detail: str | None = None  # for the session row only: an internal error's details
 
 
-async def run_lane(context: Any, job: Job) -> None:
+async def run_lane(context: RuntimeContext, job: Job) -> None:
     """One attempt of lane `job.unit_id`; its result is written to the database."""
     assert job.unit_id is not None
     rt = await load_runtime(context, job.run_id)
@@ -367,16 +368,14 @@ class _Attempt:
                 log.exception(
                     "lane %r of run %d: attempt %d could not complete", self.unit.id, self.rt.run.id, self.attempt
                 )
-                outcome = _Outcome(
-                    failure=LaneFailure(
-                        FailureKind.ERROR,
-                        f"lanebot could not complete the attempt "
-                        f"({type(error).__name__}); the runner's log has the details",
-                        self.attempt,
-                    ),
-                    detail=f"{type(error).__name__}: {error}",
+                failure = LaneFailure(
+                    FailureKind.ERROR,
+                    f"lanebot could not complete the attempt "
+                    f"({type(error).__name__}); the runner's log has the details",
+                    self.attempt,
                 )
-                await self._close_check("failure", outcome.failure.reason, offer_retry=self._is_last_attempt())
+                outcome = _Outcome(failure=failure, detail=f"{type(error).__name__}: {error}")
+                await self._close_check("failure", failure.reason, offer_retry=self._is_last_attempt())
             await self._record(outcome)
         finally:
             # After the outcome is recorded: the merge need not wait for the clean-up.
@@ -489,7 +488,7 @@ class _Attempt:
             self.rt.run.repository,
             name=lane_check_name(self.unit.id),
             head_sha=head,
-            external=external_id(self.rt.run.id, self.unit.id),
+            external=external_id(self.rt.run_id, self.unit.id),
             title=f"attempt {self.attempt} is running",
             summary=f"Lane `{self.unit.id}` of #{self.rt.issue_number}, attempt {self.attempt}, on `{self.branch}`.",
         )
@@ -604,7 +603,7 @@ def _superseded(head: str) -> CheckReport:
     )
 
 
-async def _shielded(work: Any) -> None:
+async def _shielded(work: Awaitable[None]) -> None:
     """Finish `work` even though the calling task is being cancelled."""
     task = asyncio.ensure_future(work)
     try:

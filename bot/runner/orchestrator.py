@@ -31,9 +31,11 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import Any
+
+from sqlalchemy.engine import Engine
 
 from bot.core.checks import CheckReport
 from bot.core.lifecycle import Event, InvalidTransition, RunState, transition
@@ -47,7 +49,7 @@ from bot.edges.github.issues import post_or_update_marked_comment
 from bot.edges.store import runs as store
 from bot.edges.store.models import AgentSession, Lane, Run, utc_now
 from bot.render.progress import LaneView, Throttle, render_progress
-from bot.runner.context import RunnerContext
+from bot.runner.context import EngineContext, GitHubContext, IssueContext, RunnerContext, RuntimeContext
 from bot.runner.integrate import (
     INTEGRATION_WORKTREE,
     integrate_run,
@@ -92,13 +94,14 @@ BUILDING = (RunState.RUNNING.value, RunState.INTEGRATING.value)
 # --------------------------------------------------------------------------- the executor
 
 
-_EXECUTORS: dict[int, tuple[Any, Executor]] = {}
+_EXECUTORS: dict[int, tuple[Engine, Executor]] = {}
 
 
 def executor_for(context: RunnerContext) -> Executor:
     """The context's executor (`context.executor`), else this process's embedded executor for its
     database, created on first use with the host's caps."""
-    explicit = getattr(context, "executor", None)
+    # An extra a host or a test may set; RunnerContext cannot declare a member that may be absent.
+    explicit: Executor | None = getattr(context, "executor", None)
     if explicit is not None:
         return explicit
     entry = _EXECUTORS.get(id(context.engine))
@@ -112,7 +115,7 @@ def executor_for(context: RunnerContext) -> Executor:
     return entry[1]
 
 
-async def shutdown(context: RunnerContext) -> None:
+async def shutdown(context: EngineContext) -> None:
     """lanebot is stopping: stop every job of this process's executor for the context's database
     (their runs resume at the next start) and forget what was cached for it."""
     entry = _EXECUTORS.pop(id(context.engine), None)
@@ -179,7 +182,7 @@ async def reconcile(context: RunnerContext, run_id: int) -> bool:
         await executor_for(context).run(merge_job(run_id, decision.merge))
         return True
     if decision.start:
-        return await _start_lanes(rt, lanes, decision.start) or changed
+        return await _start_lanes(context, rt, lanes, decision.start) or changed
     if decision.complete:
         return await _move(context, run, Event.LANES_MERGED)
     if decision.stalled:
@@ -187,7 +190,7 @@ async def reconcile(context: RunnerContext, run_id: int) -> bool:
     return changed
 
 
-async def _move(context: RunnerContext, run: Run, event: Event, **fields: Any) -> bool:
+async def _move(context: EngineContext, run: Run, event: Event, **fields: Any) -> bool:
     target = transition(run.state, event)
     return await db(store.transition, context.engine, run.id, run.state, target.value, **fields)
 
@@ -216,7 +219,7 @@ async def _start_integration_branch(rt: Runtime) -> bool:
     return True
 
 
-async def _start_lanes(rt: Runtime, lanes: Sequence[Lane], units: Sequence[str]) -> bool:
+async def _start_lanes(context: RunnerContext, rt: Runtime, lanes: Sequence[Lane], units: Sequence[str]) -> bool:
     """Mark each lane running on its base (the integration branch as pushed now), then submit it."""
     await rt.mirror.fetch()
     pushed = await remote_sha(rt.mirror, integration_branch(rt.issue_number))
@@ -241,7 +244,7 @@ async def _start_lanes(rt: Runtime, lanes: Sequence[Lane], units: Sequence[str])
             base_sha=base,
             branch=lane_branch(rt.issue_number, unit),
         ):
-            await executor_for(rt.context).submit(lane_job(rt.run.id, unit, attempt))
+            await executor_for(context).submit(lane_job(rt.run_id, unit, attempt))
             started = True
     return started
 
@@ -294,7 +297,7 @@ async def _recover_orphans(context: RunnerContext, run_id: int, lanes: Sequence[
     return changed
 
 
-async def _close_lost_check(context: RunnerContext, run_id: int, lane: Lane) -> None:
+async def _close_lost_check(context: GitHubContext, run_id: int, lane: Lane) -> None:
     """The lost attempt's check run says so (best effort); the next attempt reports on its own."""
     run = await db(store.get_run, context.engine, run_id)
     if lane.check_run_id is None or run is None:
@@ -309,7 +312,7 @@ async def _close_lost_check(context: RunnerContext, run_id: int, lane: Lane) -> 
         await finish_check(client, run.repository, lane.check_run_id, report)
 
 
-def _held(session: AgentSession, lane_units: dict[int, str], held: set[str | None], kinds: set[JobKind]) -> bool:
+def _held(session: AgentSession, lane_units: dict[int | None, str], held: set[str | None], kinds: set[JobKind]) -> bool:
     if session.kind == "lane":
         return lane_units.get(session.lane_id or -1) in held
     if session.kind == "resolve":
@@ -329,6 +332,7 @@ async def recover_runs(context: RunnerContext) -> list[int]:
     ids = []
     for run in await db(store.unfinished_runs, context.engine):
         if run.state in BUILDING:
+            assert run.id is not None
             await _recover_orphans(context, run.id)
             ids.append(run.id)
     return ids
@@ -337,7 +341,7 @@ async def recover_runs(context: RunnerContext) -> list[int]:
 # --------------------------------------------------------------------------- drive
 
 
-_DRIVING: dict[tuple[int, int], asyncio.Task[Any]] = {}
+_DRIVING: dict[tuple[int, int], asyncio.Task[object] | None] = {}
 
 
 async def drive(context: RunnerContext, run_id: int) -> str:
@@ -350,7 +354,7 @@ async def drive(context: RunnerContext, run_id: int) -> str:
     if key in _DRIVING:
         run = await db(store.get_run, context.engine, run_id)
         return run.state if run else "missing"
-    _DRIVING[key] = asyncio.current_task()  # type: ignore[assignment]
+    _DRIVING[key] = asyncio.current_task()
     executor = executor_for(context)
     progress = _Progress(context, run_id)
     try:
@@ -371,7 +375,7 @@ async def drive(context: RunnerContext, run_id: int) -> str:
     return state
 
 
-async def _tidy(context: RunnerContext, run_id: int) -> None:
+async def _tidy(context: RuntimeContext, run_id: int) -> None:
     """The run rests: its integration worktree (kept between merge rounds) goes; branches stay."""
     with contextlib.suppress(Exception):  # best effort: a later run of the issue replaces it anyway
         await remove_integration_worktree(await load_runtime(context, run_id))
@@ -400,10 +404,12 @@ class _Progress:
     merge or a lane's start; `final` waits for them and makes the last edit.
     """
 
-    def __init__(self, context: RunnerContext, run_id: int) -> None:
+    def __init__(self, context: IssueContext, run_id: int) -> None:
         self.context = context
         self.run_id = run_id
-        self.throttle = Throttle(getattr(context, "progress_interval_s", PROGRESS_INTERVAL_S))
+        # An extra (tests edit more often); IssueContext cannot declare a member that may be absent.
+        interval: float = getattr(context, "progress_interval_s", PROGRESS_INTERVAL_S)
+        self.throttle = Throttle(interval)
         self.labelled: str | None = None
         self.edits: asyncio.Task[None] | None = None
 
@@ -449,6 +455,7 @@ class _Progress:
             state = await publish_progress(self.context, self.run_id)
             if state is not None and state != self.labelled:
                 run = await db(store.get_run, self.context.engine, self.run_id)
+                assert run is not None  # it was there a moment ago; a run row is never deleted
                 await follow_labels(self.context, run.repository, run.issue_number)
                 self.labelled = state
         except Exception:
@@ -456,7 +463,7 @@ class _Progress:
             log.warning("could not update the progress of run %d", self.run_id, exc_info=True)
 
 
-async def publish_progress(context: RunnerContext, run_id: int) -> str | None:
+async def publish_progress(context: GitHubContext, run_id: int) -> str | None:
     """Write the run's progress comment (found by its marker, edited in place); the run's state."""
     run = await db(store.get_run, context.engine, run_id)
     lanes = await db(store.lanes, context.engine, run_id)
@@ -470,7 +477,7 @@ async def publish_progress(context: RunnerContext, run_id: int) -> str | None:
     finished = run.state not in BUILDING and ends
     wall_clock = ((max(ends) if finished else utc_now()) - min(starts)).total_seconds() if starts else None
     body = render_progress(
-        run.id,
+        run_id,
         run.state,
         views,
         wall_clock_s=max(0.0, wall_clock) if wall_clock is not None else None,
@@ -487,7 +494,7 @@ async def publish_progress(context: RunnerContext, run_id: int) -> str | None:
     return run.state
 
 
-async def _plan_titles(context: RunnerContext, run: Run) -> dict[str, str]:
+async def _plan_titles(context: EngineContext, run: Run) -> dict[str, str]:
     from bot.runner.plan import stored_graph
 
     plan = (
@@ -499,7 +506,7 @@ async def _plan_titles(context: RunnerContext, run: Run) -> dict[str, str]:
 
 
 async def lane_views(
-    context: RunnerContext,
+    context: EngineContext,
     run: Run,
     lanes: Sequence[Lane] | None = None,
     sessions: Sequence[AgentSession] | None = None,
@@ -577,7 +584,9 @@ async def retry(context: RunnerContext, run_id: int, unit: str | None = None) ->
         base = None if failure is not None and failure.kind is FailureKind.CONFLICT else lane.base_sha
         await db(store.set_lane_state, engine, lane.id, "failed", "pending", attempts_used=0, base_sha=base)
     if not await db(store.transition, engine, run_id, run.state, target.value, error=None):
-        raise InvalidTransition(RunState((await db(store.get_run, engine, run_id)).state), Event.RETRY)
+        now = await db(store.get_run, engine, run_id)
+        assert now is not None  # a run row is never deleted
+        raise InvalidTransition(RunState(now.state), Event.RETRY)
     return await drive(context, run_id)
 
 
@@ -595,7 +604,7 @@ def _lanes_to_retry(lanes: Sequence[Lane], unit: str | None) -> list[Lane]:
     return named
 
 
-async def _shielded(work: Any) -> None:
+async def _shielded(work: Awaitable[None]) -> None:
     task = asyncio.ensure_future(work)
     try:
         await asyncio.shield(task)

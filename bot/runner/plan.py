@@ -27,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from anyio import to_thread
 from gidgethub.abc import GitHubAPI
@@ -38,7 +39,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from bot.core.commands import COMMANDS
-from bot.core.graph import Graph, Unit, parse_units
+from bot.core.graph import Graph, Unit, UnitJson, parse_units
 from bot.core.lifecycle import Event, RunState, available_actions, transition
 from bot.core.plans import CommentText, IssueText, PlanOutcome, extract_hand_plan, plan_from_hand
 from bot.core.text import COMMENT_LIMIT, Escaped, code_span, markdown_text, marker, parse_marker, shorten
@@ -58,8 +59,8 @@ from bot.edges.store import runs
 from bot.edges.store.db import session
 from bot.edges.store.models import Run
 from bot.render.answers import render_plan_failed
-from bot.render.gate import render_gate, render_superseded
-from bot.runner.context import RunnerContext
+from bot.render.gate import PlanSource, render_gate, render_superseded
+from bot.runner.context import EngineContext, GitHubContext, IssueContext, RunnerContext, RuntimeContext
 from bot.runner.plan_session import plan_issue
 from bot.runner.repository_workflow import load_repository_workflow
 from bot.runner.sessions import RecordedAgent, abandon_running, host_name
@@ -124,7 +125,8 @@ def issue_run(engine: Engine, repository: str, issue_number: int) -> Run | None:
 
 def stored_graph(units_jsonl: str) -> Graph:
     """The graph of a plan revision as stored (it was validated before it was stored)."""
-    return Graph(tuple(Unit.from_json(item) for item in parse_units(units_jsonl)))  # type: ignore[arg-type]
+    # Validated before it was stored, so each item is a unit's JSON object.
+    return Graph(tuple(Unit.from_json(cast(UnitJson, item)) for item in parse_units(units_jsonl)))
 
 
 # --------------------------------------------------------------------------- the step
@@ -150,6 +152,7 @@ async def plan_run(context: RunnerContext, run_id: int) -> None:
 
 
 async def _plan(context: RunnerContext, run: Run) -> None:
+    assert run.id is not None
     owner, name = split_repository(run.repository)
     workflow = await load_repository_workflow(
         context.github.installation_client(run.installation_id, None), owner, name
@@ -186,7 +189,7 @@ async def _plan(context: RunnerContext, run: Run) -> None:
         await _fail(context, run, outcome)
 
 
-async def _default_branch(context: RunnerContext, run: Run, client: GitHubAPI) -> tuple[Mirror, str, list[str]]:
+async def _default_branch(context: RuntimeContext, run: Run, client: GitHubAPI) -> tuple[Mirror, str, list[str]]:
     """The repository's mirror, fetched; the sha of its default branch; that tree's paths."""
     owner, name = split_repository(run.repository)
     repository = await client.getitem("/repos/{owner}/{repo}", {"owner": owner, "repo": name})
@@ -208,7 +211,7 @@ def _hand_plan(request: PlanRequest, issue: IssueText) -> str | None:
 
 
 async def _run_planner(
-    context: RunnerContext,
+    context: RuntimeContext,
     run: Run,
     workflow: Workflow,
     mirror: Mirror,
@@ -218,6 +221,7 @@ async def _run_planner(
     request: PlanRequest,
     previous_plan: str | None,
 ) -> PlanOutcome:
+    assert run.id is not None
     owner, name = split_repository(run.repository)
     workdir = Path(context.settings.workdir)
     checkout = workdir / "checkouts" / owner / f"{name}-run-{run.id}-plan"
@@ -239,8 +243,9 @@ async def _run_planner(
         await mirror.remove_worktree(checkout)
 
 
-def _recorded_planner(context: RunnerContext, run: Run, workflow: Workflow) -> Agent | None:
+def _recorded_planner(context: EngineContext, run: Run, workflow: Workflow) -> Agent | None:
     """The plan agent, each session a row of the run; None when it cannot be made (plan_issue says why)."""
+    assert run.id is not None
     try:
         agent = make_agent(workflow.plan.agent, getattr(workflow.agents, workflow.plan.agent))
     except AgentConfigError:
@@ -258,30 +263,31 @@ def _outcome_summary(outcome: PlanOutcome, base_sha: str) -> dict[str, Any]:
 
 
 async def _accept(
-    context: RunnerContext, run: Run, workflow: Workflow, outcome: PlanOutcome, request: PlanRequest
+    context: IssueContext, run: Run, workflow: Workflow, outcome: PlanOutcome, request: PlanRequest
 ) -> None:
-    assert outcome.units_jsonl is not None
+    run_id, units_jsonl = run.id, outcome.units_jsonl
+    assert run_id is not None and units_jsonl is not None
     plan = await to_thread.run_sync(
         lambda: runs.add_plan(
-            context.engine, run.id, units_jsonl=outcome.units_jsonl, source=outcome.source, feedback=request.notes
+            context.engine, run_id, units_jsonl=units_jsonl, source=outcome.source, feedback=request.notes
         )
     )
     target = transition(RunState.PLANNING, Event.PLAN_READY)
-    moved = await to_thread.run_sync(runs.transition, context.engine, run.id, RunState.PLANNING.value, target.value)
+    moved = await to_thread.run_sync(runs.transition, context.engine, run_id, RunState.PLANNING.value, target.value)
     if not moved:
         await to_thread.run_sync(
             runs.append_event,
             context.engine,
-            run.id,
+            run_id,
             "plan_discarded",
             {"revision": plan.revision, "why": "the run left planning while the plan was made"},
         )
         return
-    await publish_gate(context, run.id, workflow=workflow)
+    await publish_gate(context, run_id, workflow=workflow)
     await follow_labels(context, run.repository, run.issue_number)
 
 
-async def publish_gate(context: RunnerContext, run_id: int, *, workflow: Workflow | None = None) -> None:
+async def publish_gate(context: GitHubContext, run_id: int, *, workflow: Workflow | None = None) -> None:
     """Post (or bring up to date) the gate comment of the run's latest plan revision, and mark the
     previous revision's gate comment superseded. Idempotent: comments are found by their marker."""
     run = await to_thread.run_sync(runs.get_run, context.engine, run_id)
@@ -294,14 +300,14 @@ async def publish_gate(context: RunnerContext, run_id: int, *, workflow: Workflo
             context.github.installation_client(run.installation_id, None), owner, name
         )
     body = render_gate(
-        run_id=run.id,
+        run_id=run_id,
         revision=plan.revision,
         graph=stored_graph(plan.units_jsonl),
         budget=workflow.session_budget(),
         state=RunState.AWAITING_APPROVAL,
         issue_number=run.issue_number,
         repository=run.repository,
-        plan_source=plan.source,
+        plan_source=cast(PlanSource, plan.source),  # the store writes no other; render_gate checks again
         schedule=workflow.build.schedule,
         max_lanes=workflow.build.max_lanes,
     )
@@ -313,7 +319,7 @@ async def publish_gate(context: RunnerContext, run_id: int, *, workflow: Workflo
     if previous is not None and previous != gate["id"]:
         await _supersede(client, run.repository, previous, plan.revision)
     if previous != gate["id"]:
-        await to_thread.run_sync(lambda: runs.update_run(context.engine, run.id, gate_comment_id=gate["id"]))
+        await to_thread.run_sync(lambda: runs.update_run(context.engine, run_id, gate_comment_id=gate["id"]))
 
 
 async def _supersede(client: GitHubAPI, repository: str, comment_id: int, revision: int) -> None:
@@ -333,7 +339,7 @@ async def _supersede(client: GitHubAPI, repository: str, comment_id: int, revisi
         await update_comment(client, repository, comment_id, body)
 
 
-async def _fail(context: RunnerContext, run: Run, outcome: PlanOutcome) -> None:
+async def _fail(context: IssueContext, run: Run, outcome: PlanOutcome) -> None:
     problems = outcome.problems
     summary = "; ".join(problems) or "the planner produced no plan"
     body = render_plan_failed(problems, max(len(outcome.attempts), 1), marker_text=marker("plan-failed", run.id))
@@ -341,13 +347,14 @@ async def _fail(context: RunnerContext, run: Run, outcome: PlanOutcome) -> None:
 
 
 async def _fail_setup(
-    context: RunnerContext, run: Run, why: str, problems: Sequence[str], *, internal: BaseException | None = None
+    context: IssueContext, run: Run, why: str, problems: Sequence[str], *, internal: BaseException | None = None
 ) -> None:
     """Fail the run for something other than the plan itself: settings, or an internal error.
 
     An internal error's details (paths, git's output) go to the run's row and the log, not to
     the issue, which anyone may read.
     """
+    assert run.id is not None
     detail = f"{type(internal).__name__}: {internal}" if internal is not None else "; ".join(problems)
     if internal is not None:
         shown, advice = [f"{type(internal).__name__} (the details are in lanebot's log)"], "Try again"
@@ -357,10 +364,12 @@ async def _fail_setup(
     await _end_failed(context, run, f"{why}: {detail}"[:_ERROR_CHARS], body)
 
 
-async def _end_failed(context: RunnerContext, run: Run, error: str, body: str) -> None:
+async def _end_failed(context: IssueContext, run: Run, error: str, body: str) -> None:
+    run_id = run.id
+    assert run_id is not None
     target = transition(RunState.PLANNING, Event.PLAN_FAILED)
     moved = await to_thread.run_sync(
-        lambda: runs.transition(context.engine, run.id, RunState.PLANNING.value, target.value, error=error)
+        lambda: runs.transition(context.engine, run_id, RunState.PLANNING.value, target.value, error=error)
     )
     if not moved:
         return
@@ -410,14 +419,16 @@ def is_lanebot_comment(comment: dict[str, Any]) -> bool:
     return user.get("type") == "Bot" and parse_marker(comment.get("body") or "") is not None
 
 
-async def follow_labels(context: RunnerContext, repository: str, issue_number: int) -> None:
+async def follow_labels(context: IssueContext, repository: str, issue_number: int) -> None:
     """Make the issue's state label show the state of its newest run, as the database holds it now.
 
     Reading the state inside a per-issue lock makes concurrent callers converge on the latest
     state, whatever order they finish in.
     """
     jobs = context.jobs
-    lock = jobs.issue_lock(repository, issue_number) if jobs is not None else contextlib.nullcontext()
+    lock: AbstractAsyncContextManager[object] = (
+        jobs.issue_lock(repository, issue_number) if jobs is not None else contextlib.nullcontext()
+    )
     async with lock:
         run = await to_thread.run_sync(issue_run, context.engine, repository, issue_number)
         if run is None:
@@ -425,11 +436,11 @@ async def follow_labels(context: RunnerContext, repository: str, issue_number: i
         await set_state_label(_client(context, run), repository, issue_number, run.state)
 
 
-def _client(context: RunnerContext, run: Run) -> GitHubAPI:
+def _client(context: GitHubContext, run: Run) -> GitHubAPI:
     return context.github.installation_client(run.installation_id, run.repository)
 
 
-def _token_provider(context: RunnerContext, run: Run):
+def _token_provider(context: GitHubContext, run: Run) -> Callable[[], Awaitable[Credentials]]:
     async def credentials() -> Credentials:
         return Credentials(token=await context.github.tokens.token(run.installation_id, run.repository))
 

@@ -155,8 +155,8 @@ class _Session:
         tree_after = await asyncio.to_thread(snapshot_tree, self.checkout, tree_before)
         problems = list(_change_problems(tree_before, tree_after))
         if not result.ok:
-            error = result.error or f"the {agent.name} agent timed out after {self.workflow.plan.timeout} s"
-            return PlanAttempt(number, tuple(problems), transcript, error), None, tree_after
+            why = result.error or f"the {agent.name} agent timed out after {self.workflow.plan.timeout} s"
+            return PlanAttempt(number, tuple(problems), transcript, why), None, tree_after
         graph, plan_problems = await asyncio.to_thread(self._judge_plan, result.final_message)
         problems += plan_problems
         attempt = PlanAttempt(number, tuple(problems), transcript, None)

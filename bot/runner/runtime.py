@@ -22,13 +22,14 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from anyio import to_thread
 from gidgethub.abc import GitHubAPI
+from sqlalchemy.engine import Engine
 
 from bot.core.graph import Graph
 from bot.core.plans import IssueText
@@ -38,7 +39,7 @@ from bot.edges.git import Credentials, Identity, Mirror, Worktree
 from bot.edges.github.issues import split_repository
 from bot.edges.store import runs as store
 from bot.edges.store.models import Run
-from bot.runner.context import RunnerContext
+from bot.runner.context import EngineContext, GitHubContext, RuntimeContext
 from bot.runner.plan import stored_graph
 from bot.runner.repository_workflow import load_repository_workflow
 from bot.runner.sessions import host_name
@@ -95,7 +96,7 @@ class Repository:
 class Runtime:
     """One run's surroundings, as one job sees them."""
 
-    context: RunnerContext
+    context: RuntimeContext
     run: Run
     repository: Repository
     workflow: Workflow
@@ -106,12 +107,18 @@ class Runtime:
     identity: Identity
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Engine:
         return self.context.engine
 
     @property
     def workdir(self) -> Path:
         return Path(self.context.settings.workdir).absolute()
+
+    @property
+    def run_id(self) -> int:
+        """The run's id: set once its row was stored, which every loaded run's was."""
+        assert self.run.id is not None
+        return self.run.id
 
     @property
     def issue_number(self) -> int:
@@ -146,7 +153,7 @@ _CACHE: dict[tuple[int, int], tuple[float, Runtime]] = {}
 CACHE_TTL_S = 60.0
 
 
-async def load_runtime(context: RunnerContext, run_id: int) -> Runtime:
+async def load_runtime(context: RuntimeContext, run_id: int) -> Runtime:
     """Everything a job of run `run_id` needs; raises LookupError when the run or its plan is gone.
 
     The run's row is read every time; what GitHub said (repository, workflow, issue) is reused
@@ -164,13 +171,13 @@ async def load_runtime(context: RunnerContext, run_id: int) -> Runtime:
     return runtime
 
 
-def forget_runtimes(context: RunnerContext) -> None:
+def forget_runtimes(context: EngineContext) -> None:
     """Drop what `load_runtime` keeps for the context's database."""
     for key in [key for key in _CACHE if key[0] == id(context.engine)]:
         del _CACHE[key]
 
 
-async def _load(context: RunnerContext, run: Run) -> Runtime:
+async def _load(context: RuntimeContext, run: Run) -> Runtime:
     owner, name = split_repository(run.repository)
     client = context.github.installation_client(run.installation_id, run.repository)
     repository = Repository.from_api(await client.getitem("/repos/{owner}/{repo}", {"owner": owner, "repo": name}))
@@ -194,7 +201,7 @@ async def _load(context: RunnerContext, run: Run) -> Runtime:
     )
 
 
-async def _approved_graph(context: RunnerContext, run: Run) -> Graph:
+async def _approved_graph(context: EngineContext, run: Run) -> Graph:
     if run.approved_revision is not None:
         plan = await db(store.get_plan, context.engine, run.id, run.approved_revision)
     else:
@@ -212,7 +219,7 @@ async def _read_issue(client: GitHubAPI, owner: str, name: str, number: int) -> 
     return IssueText(number=number, title=issue.get("title") or "", body=issue.get("body") or "")
 
 
-def _credentials(context: RunnerContext, run: Run) -> Callable[[], Any]:
+def _credentials(context: GitHubContext, run: Run) -> Callable[[], Awaitable[Credentials]]:
     async def credentials() -> Credentials:
         return Credentials(token=await context.github.tokens.token(run.installation_id, run.repository))
 
@@ -244,11 +251,12 @@ def parse_author(text: str, source: str) -> Identity:
     return Identity(match["name"], match["email"])
 
 
-async def commit_identity(context: RunnerContext, client: GitHubAPI) -> Identity:
+async def commit_identity(context: RuntimeContext, client: GitHubAPI) -> Identity:
     """The host's configured author, else the App's bot account (looked up once per App)."""
-    configured = getattr(context.settings, "commit_author", None)
-    if configured:
-        return parse_author(configured, "settings.commit_author")
+    # An extra some hosts set; RunnerSettings cannot declare a member that may be absent.
+    author: str | None = getattr(context.settings, "commit_author", None)
+    if author:
+        return parse_author(author, "settings.commit_author")
     configured = os.environ.get(COMMIT_AUTHOR_ENV, "").strip()
     if configured:
         return parse_author(configured, COMMIT_AUTHOR_ENV)

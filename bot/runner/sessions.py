@@ -18,9 +18,10 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, TypeVar
 
 from anyio import to_thread
+from sqlalchemy.engine import Engine
 
 from bot.edges.agents import Agent, AgentConfigError, AgentRequest, AgentResult
 from bot.edges.agents.process import group_has_live_members
@@ -28,6 +29,7 @@ from bot.edges.store import runs as store
 from bot.edges.store.models import AgentSession
 
 KILL_GRACE_S = 3.0
+_T = TypeVar("_T")
 
 
 @functools.cache
@@ -40,7 +42,7 @@ class RecordedAgent:
     """`agent`, with each session a row of run `run_id` of `kind` (and `lane_id`) on `host`."""
 
     def __init__(
-        self, agent: Agent, engine: Any, *, run_id: int, kind: str, host: str, lane_id: int | None = None
+        self, agent: Agent, engine: Engine, *, run_id: int, kind: str, host: str, lane_id: int | None = None
     ) -> None:
         self.agent = agent
         self.engine = engine
@@ -60,21 +62,23 @@ class RecordedAgent:
             host=self.host,
             transcript_path=str(request.transcript),
         )
+        session_id = session.id
+        assert session_id is not None
 
         def started(pid: int) -> None:
-            store.update_session(self.engine, session.id, pid=pid)
+            store.update_session(self.engine, session_id, pid=pid)
             if on_start is not None:
                 on_start(pid)
 
         try:
             result = await self.agent.run(request, on_start=started)
         except AgentConfigError as error:
-            await _db(store.finish_session, self.engine, session.id, status="failed", failure=str(error))
+            await _db(store.finish_session, self.engine, session_id, status="failed", failure=str(error))
             raise
         except BaseException:
-            await _db(store.finish_session, self.engine, session.id, status="cancelled")
+            await _db(store.finish_session, self.engine, session_id, status="cancelled")
             raise
-        await _db(store.finish_session, self.engine, session.id, **outcome_fields(result))
+        await _db(store.finish_session, self.engine, session_id, **outcome_fields(result))
         return result
 
 
@@ -114,7 +118,7 @@ def _leads_group(pid: int) -> bool:
         return False
 
 
-async def abandon_running(engine: Any, run_id: int, kinds: Collection[str], why: str) -> int:
+async def abandon_running(engine: Engine, run_id: int, kinds: Collection[str], why: str) -> int:
     """Sessions of `kinds` the rows call running although nothing in this process runs them (a
     previous life of lanebot did): their process groups stopped, the rows `lost` (no retry spent)."""
     count = 0
@@ -127,5 +131,5 @@ async def abandon_running(engine: Any, run_id: int, kinds: Collection[str], why:
     return count
 
 
-async def _db(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+async def _db(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     return await to_thread.run_sync(functools.partial(function, *args, **kwargs))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,8 @@ def _status_line_only(send: Send) -> Send:
 
 
 def _requested_version(scope: Scope) -> str | None:
-    for key, value in scope.get("headers", []):
+    headers: Iterable[tuple[bytes, bytes]] = scope.get("headers", [])
+    for key, value in headers:
         if key.lower() == b"x-github-api-version":
             return value.decode("latin-1").strip()
     return None

@@ -61,6 +61,18 @@ class HumanClient:
             raise SandboxUnavailable(f"the sandbox refused {method} {path}: {message}")
         return response.json()
 
+    def _object(
+        self, method: str, path: str, body: dict[str, Any] | None = None, params: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """`_call` for a route that answers with one JSON object."""
+        answer: dict[str, Any] = self._call(method, path, body, params)
+        return answer
+
+    def _objects(self, method: str, path: str) -> list[dict[str, Any]]:
+        """`_call` for a route that answers with a JSON array of objects."""
+        answer: list[dict[str, Any]] = self._call(method, path)
+        return answer
+
     @staticmethod
     def _acting(login: str, role: str | None) -> dict[str, Any]:
         return {"as": login, **({"role": role} if role else {})}
@@ -75,7 +87,7 @@ class HumanClient:
         default_branch: str = "main",
         description: str | None = None,
     ) -> dict[str, Any]:
-        return self._call(
+        return self._object(
             "POST",
             "/repos",
             {
@@ -89,7 +101,7 @@ class HumanClient:
         )
 
     def add_collaborator(self, full_name: str, login: str, role: str) -> dict[str, Any]:
-        return self._call("POST", f"/repos/{full_name}/collaborators", {"login": login, "role": role})
+        return self._object("POST", f"/repos/{full_name}/collaborators", {"login": login, "role": role})
 
     def open_issue(
         self,
@@ -101,35 +113,35 @@ class HumanClient:
         labels: list[str] | None = None,
         role: str | None = None,
     ) -> dict[str, Any]:
-        return self._call(
+        return self._object(
             "POST",
             f"/repos/{full_name}/issues",
             {**self._acting(login, role), "title": title, "body": body, "labels": labels or []},
         )
 
     def comment(self, full_name: str, number: int, *, login: str, body: str, role: str | None = None) -> dict[str, Any]:
-        return self._call(
+        return self._object(
             "POST", f"/repos/{full_name}/issues/{number}/comments", {**self._acting(login, role), "body": body}
         )
 
     def edit_comment(self, full_name: str, comment_id: int, *, login: str, body: str) -> dict[str, Any]:
-        return self._call("PATCH", f"/repos/{full_name}/issues/comments/{comment_id}", {"as": login, "body": body})
+        return self._object("PATCH", f"/repos/{full_name}/issues/comments/{comment_id}", {"as": login, "body": body})
 
     def add_label(
         self, full_name: str, number: int, name: str, *, login: str, role: str | None = None
     ) -> dict[str, Any]:
-        return self._call(
+        return self._object(
             "POST", f"/repos/{full_name}/issues/{number}/labels", {**self._acting(login, role), "name": name}
         )
 
     def remove_label(self, full_name: str, number: int, name: str, *, login: str) -> dict[str, Any]:
-        return self._call(
+        return self._object(
             "DELETE", f"/repos/{full_name}/issues/{number}/labels/{quote(name, safe='')}", params={"as": login}
         )
 
     def close_issue(self, full_name: str, number: int, *, login: str, role: str | None = None) -> dict[str, Any]:
         """Close an issue or pull request (without merging)."""
-        return self._call("POST", f"/repos/{full_name}/issues/{number}/close", self._acting(login, role))
+        return self._object("POST", f"/repos/{full_name}/issues/{number}/close", self._acting(login, role))
 
     def review(
         self,
@@ -144,7 +156,7 @@ class HumanClient:
     ) -> dict[str, Any]:
         """Submit a review (APPROVE, REQUEST_CHANGES or COMMENT), with inline comments
         `[{path, line, body, side?}]` on lines the pull request's diff shows."""
-        return self._call(
+        return self._object(
             "POST",
             f"/repos/{full_name}/pulls/{number}/reviews",
             {**self._acting(login, role), "event": event, "body": body, "comments": comments or []},
@@ -152,56 +164,58 @@ class HumanClient:
 
     def reply_to_review_comment(self, full_name: str, comment_id: int, *, login: str, body: str) -> dict[str, Any]:
         """Reply in a review comment's thread; the reply as the state dump lists review comments."""
-        return self._call(
+        return self._object(
             "POST", f"/repos/{full_name}/pulls/comments/{comment_id}/replies", {"as": login, "body": body}
         )
 
     def resolve_thread(self, full_name: str, comment_id: int, *, login: str, resolved: bool = True) -> dict[str, Any]:
         """Resolve (or unresolve) the thread holding a review comment, as its pull request's author or
         someone with write access; the thread as the state dump lists threads."""
-        return self._call(
+        return self._object(
             "POST", f"/repos/{full_name}/pulls/comments/{comment_id}/resolve", {"as": login, "resolved": resolved}
         )
 
     def merge_pull(self, full_name: str, number: int, *, login: str, role: str | None = None) -> dict[str, Any]:
         """Press "Merge pull request": a merge commit on the base branch, then `pull_request.closed`."""
-        return self._call("POST", f"/repos/{full_name}/pulls/{number}/merge", self._acting(login, role))
+        return self._object("POST", f"/repos/{full_name}/pulls/{number}/merge", self._acting(login, role))
 
     def rerun_check(self, full_name: str, check_run_id: int, *, login: str, role: str | None = None) -> dict[str, Any]:
-        return self._call("POST", f"/repos/{full_name}/check-runs/{check_run_id}/rerequest", self._acting(login, role))
+        return self._object(
+            "POST", f"/repos/{full_name}/check-runs/{check_run_id}/rerequest", self._acting(login, role)
+        )
 
     def request_action(
         self, full_name: str, check_run_id: int, identifier: str, *, login: str, role: str | None = None
     ) -> dict[str, Any]:
-        return self._call(
+        return self._object(
             "POST",
             f"/repos/{full_name}/check-runs/{check_run_id}/requested-action",
             {**self._acting(login, role), "identifier": identifier},
         )
 
     def app(self) -> dict[str, Any]:
-        return self._call("GET", "/app")
+        return self._object("GET", "/app")
 
     def set_webhook(self, url: str | None, secret: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"webhook_url": url}
         if secret is not None:
             body["webhook_secret"] = secret
-        return self._call("PATCH", "/app", body)
+        return self._object("PATCH", "/app", body)
 
     def deliveries(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/deliveries")
+        return self._objects("GET", "/deliveries")
 
     def redeliver(self, delivery_id: int) -> dict[str, Any]:
-        return self._call("POST", f"/deliveries/{delivery_id}/redeliver")
+        return self._object("POST", f"/deliveries/{delivery_id}/redeliver")
 
     def drain(self) -> dict[str, Any]:
-        return self._call("POST", "/drain")
+        return self._object("POST", "/drain")
 
     def requests(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/requests")
+        return self._objects("GET", "/requests")
 
     def state(self, full_name: str | None = None) -> dict[str, Any]:
-        return self._call("GET", f"/repos/{full_name}" if full_name else "/state")
+        return self._object("GET", f"/repos/{full_name}" if full_name else "/state")
 
 
 def serve(config: SandboxConfig, *, host: str, port: int, log_level: str = "info") -> None:

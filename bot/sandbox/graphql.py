@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from graphql import GraphQLError, build_schema, graphql_sync
+from graphql import GraphQLError, GraphQLInterfaceType, GraphQLSchema, build_schema, graphql_sync
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -198,10 +198,12 @@ class Context:
         return not repository.private
 
 
-def _schema() -> Any:
+def _schema() -> GraphQLSchema:
     schema = build_schema(SDL)
     for interface in ("Node", "Actor"):
-        schema.get_type(interface).resolve_type = lambda value, _info, _type: value.typename
+        abstract = schema.get_type(interface)
+        assert isinstance(abstract, GraphQLInterfaceType)  # both are interfaces in SDL
+        abstract.resolve_type = lambda value, _info, _type: value.typename
     return schema
 
 

@@ -74,7 +74,8 @@ def _text(body: dict[str, Any], name: str, *, required: bool = True) -> str | No
 
 
 def _sandbox(request: Request) -> Sandbox:
-    return request.app.state.sandbox
+    sandbox: Sandbox = request.app.state.sandbox
+    return sandbox
 
 
 def _repository(request: Request) -> Repository:
@@ -351,6 +352,7 @@ async def merge(request: Request) -> Response:
     """The "Merge pull request" button (a merge commit), as a person with write access presses it."""
     sandbox, repository = _sandbox(request), _repository(request)
     pull = _pull(request, repository)
+    assert pull.pull is not None  # _pull refuses an issue
     person = _person(request, repository, await _body(request), "write")
     if pull.state != "open":
         done = "merged" if pull.pull.merged_at else "closed"

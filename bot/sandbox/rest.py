@@ -60,11 +60,13 @@ def starlette_routes(rest_routes: Sequence[RestRoute]) -> list[Route]:
 
 
 def docs_url(request: Request) -> str:
-    return request.scope.get("sandbox.docs", DOCS)
+    docs: str = request.scope.get("sandbox.docs", DOCS)
+    return docs
 
 
 def sandbox_of(request: Request) -> Sandbox:
-    return request.app.state.sandbox
+    sandbox: Sandbox = request.app.state.sandbox
+    return sandbox
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -25,7 +25,7 @@ ANNOTATION_FIELDS = ("path", "start_line", "end_line", "annotation_level", "mess
 def _run(request: Request, repo: Repository) -> CheckRun:
     raw = str(request.path_params["check_run_id"])
     sandbox = request.app.state.sandbox
-    run = sandbox.state.check_runs.get(int(raw)) if raw.isdigit() else None
+    run: CheckRun | None = sandbox.state.check_runs.get(int(raw)) if raw.isdigit() else None
     if run is None or run.repository_id != repo.id:
         raise not_found(docs_url(request))
     return run

@@ -4,6 +4,7 @@ too, and share these routes)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -78,9 +79,10 @@ async def list_issues(request: Request) -> Response:
     since = request.query_params.get("since")
     if since:
         issues = [i for i in issues if i.updated_at >= _parse_time(request, since)]
-    key = {"updated": lambda i: i.updated_at, "comments": lambda i: len(i.comment_ids)}.get(
-        request.query_params.get("sort", "created"), lambda i: i.created_at
-    )
+    key: Callable[[Issue], datetime | int] = {
+        "updated": lambda i: i.updated_at,
+        "comments": lambda i: len(i.comment_ids),
+    }.get(request.query_params.get("sort", "created"), lambda i: i.created_at)
     issues.sort(key=lambda i: (key(i), i.number), reverse=request.query_params.get("direction", "desc") != "asc")
     page, headers = paginate(request, issues)
     return json_response([sandbox.renderer.issue(repo, i, rest=True) for i in page], headers=headers)

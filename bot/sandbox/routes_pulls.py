@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -115,7 +117,7 @@ async def list_pulls(request: Request) -> Response:
         return json_response([])
     pulls = sandbox.state.pulls(repo, state=state, head_ref=head_branch, base_ref=request.query_params.get("base"))
     sort = request.query_params.get("sort", "created")
-    key = (lambda p: p.updated_at) if sort == "updated" else (lambda p: p.created_at)
+    key: Callable[[Issue], datetime] = (lambda p: p.updated_at) if sort == "updated" else (lambda p: p.created_at)
     pulls.sort(key=lambda p: (key(p), p.number), reverse=request.query_params.get("direction", "desc") != "asc")
     page, headers = paginate(request, pulls)
     return json_response([sandbox.renderer.pull_request(repo, p) for p in page], headers=headers)

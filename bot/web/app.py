@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from anyio import to_thread
 from gidgethub import routing
+from sqlalchemy.engine import Engine
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -47,7 +48,7 @@ STARTUP_RECOVERY_WINDOW = timedelta(hours=24)
 def create_app(
     settings: Settings,
     *,
-    engine: Any = None,
+    engine: Engine | None = None,
     github: GitHubApp | None = None,
     router: routing.Router | None = None,
     env_file: str | Path = ".env",
@@ -120,7 +121,7 @@ def create_setup_app(
     return Starlette(routes=setup.routes(config))
 
 
-def _health_endpoint(engine: Any) -> Any:
+def _health_endpoint(engine: Engine) -> Callable[[Request], Awaitable[JSONResponse]]:
     async def healthz(_request: Request) -> JSONResponse:
         try:
             waiting = await run_in_threadpool(deliveries.waiting_count, engine)
@@ -142,7 +143,7 @@ def _health_endpoint(engine: Any) -> Any:
     return healthz
 
 
-async def _recover_at_startup(github: GitHubApp, engine: Any) -> None:
+async def _recover_at_startup(github: GitHubApp, engine: Engine) -> None:
     try:
         await recover(github, engine, STARTUP_RECOVERY_WINDOW)
     except asyncio.CancelledError:

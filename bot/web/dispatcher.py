@@ -14,7 +14,6 @@ import contextlib
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from anyio import to_thread
 from gidgethub import routing, sansio
@@ -22,6 +21,7 @@ from sqlalchemy.engine import Engine
 
 from bot.edges.settings import Settings
 from bot.edges.store import deliveries
+from bot.edges.store.models import Delivery
 from bot.runner.context import BackgroundJobs, GitHubAccess
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class HandlerContext:
     jobs: BackgroundJobs | None = None
 
 
-def event_from_row(row: Any) -> sansio.Event:
+def event_from_row(row: Delivery) -> sansio.Event:
     """The gidgethub event a stored delivery row stands for."""
     return sansio.Event(json.loads(row.body), event=row.event, delivery_id=row.delivery_id)
 
@@ -59,7 +59,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine,
         router: routing.Router,
         context: HandlerContext,
         *,
@@ -134,7 +134,8 @@ class Dispatcher:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), self._poll_seconds)
 
-    async def _process(self, row: Any) -> None:
+    async def _process(self, row: Delivery) -> None:
+        assert row.seq is not None  # a stored row
         label = f"{row.event}{'.' + row.action if row.action else ''} {row.delivery_id}"
         try:
             event = event_from_row(row)

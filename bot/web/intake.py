@@ -27,7 +27,7 @@ import json
 import logging
 import urllib.parse
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from email.message import Message
 from typing import Any
@@ -35,6 +35,7 @@ from typing import Any
 import gidgethub
 from anyio import to_thread
 from gidgethub import sansio
+from sqlalchemy.engine import Engine
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -83,7 +84,7 @@ class VerifiedDelivery:
 # -- pure: headers and body to a verified delivery ------------------------------------------
 
 
-def verify(headers: Any, body: bytes, secret: str) -> VerifiedDelivery:
+def verify(headers: Mapping[str, str], body: bytes, secret: str) -> VerifiedDelivery:
     """Check the signature and shape of a delivery; raise IntakeError saying what is wrong.
 
     `headers` is any mapping with case-insensitive `get` (Starlette's Headers).
@@ -178,9 +179,8 @@ def _text_or_none(value: Any) -> str | None:
 
 def _installation_id(payload: dict[str, Any]) -> int | None:
     installation = payload.get("installation")
-    if isinstance(installation, dict) and isinstance(installation.get("id"), int):
-        return installation["id"]
-    return None
+    installation_id = installation.get("id") if isinstance(installation, dict) else None
+    return installation_id if isinstance(installation_id, int) else None
 
 
 def _repository_full_name(payload: dict[str, Any]) -> str | None:
@@ -236,7 +236,7 @@ class DeliveryWriter:
     already queued; `start` takes deliveries again after a `stop`.
     """
 
-    def __init__(self, engine: Any, wake: Callable[[], None], *, max_batch_size: int = MAX_BATCH_SIZE) -> None:
+    def __init__(self, engine: Engine, wake: Callable[[], None], *, max_batch_size: int = MAX_BATCH_SIZE) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
         self._engine = engine
@@ -375,7 +375,7 @@ def _not_stored(error: Exception) -> str:
     )
 
 
-def write_batch(engine: Any, batch: Sequence[VerifiedDelivery]) -> list[bool | Exception]:
+def write_batch(engine: Engine, batch: Sequence[VerifiedDelivery]) -> list[bool | Exception]:
     """Store `batch` with one commit, or, if that fails, each delivery with its own commit.
 
     For each delivery, in order: True if stored now, False if its id was already stored, or
@@ -383,7 +383,8 @@ def write_batch(engine: Any, batch: Sequence[VerifiedDelivery]) -> list[bool | E
     """
     new = [_new_delivery(delivery) for delivery in batch]
     try:
-        return deliveries.record_many(engine, new)
+        stored: list[bool | Exception] = list(deliveries.record_many(engine, new))
+        return stored
     except Exception as error:
         if len(new) == 1:
             _log_not_stored(batch[0], error)
@@ -396,7 +397,7 @@ def write_batch(engine: Any, batch: Sequence[VerifiedDelivery]) -> list[bool | E
     return [_write_alone(engine, delivery) for delivery in batch]
 
 
-def _write_alone(engine: Any, delivery: VerifiedDelivery) -> bool | Exception:
+def _write_alone(engine: Engine, delivery: VerifiedDelivery) -> bool | Exception:
     try:
         [is_new] = deliveries.record_many(engine, [_new_delivery(delivery)])
     except Exception as error:
@@ -435,7 +436,7 @@ def _new_delivery(delivery: VerifiedDelivery) -> deliveries.NewDelivery:
 
 def make_endpoint(
     writer: DeliveryWriter, secret: str, *, max_body_bytes: int = MAX_BODY_BYTES
-) -> Callable[[Request], Any]:
+) -> Callable[[Request], Awaitable[JSONResponse]]:
     """The webhook endpoint: verify, then store with `writer` (which wakes the dispatcher)."""
 
     async def receive_webhook(request: Request) -> JSONResponse:

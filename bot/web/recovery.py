@@ -12,14 +12,15 @@ at start-up.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import gidgethub
 import httpx
 from anyio import to_thread
+from sqlalchemy.engine import Engine
 
 from bot.edges.store import deliveries
 
@@ -28,6 +29,20 @@ log = logging.getLogger(__name__)
 # Stored ids are looked up further back than GitHub's list reaches, so an event stored just
 # before the window whose retry falls inside it is still recognised.
 KNOWN_IDS_MARGIN = timedelta(days=1)
+
+
+class DeliveryLog(Protocol):
+    """The App's webhook deliveries as GitHub lists them (bot.edges.github.client.AppClient)."""
+
+    def hook_deliveries(self, since: datetime) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def redeliver(self, delivery_id: int) -> None: ...
+
+
+class AppAccess(Protocol):
+    """GitHub as the App itself (bot.edges.github.client.GitHubApp)."""
+
+    def app_client(self) -> DeliveryLog: ...
 
 
 @dataclass(frozen=True)
@@ -129,7 +144,9 @@ def _timestamp(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-async def recover(github_app: Any, engine: Any, since: timedelta, *, now: datetime | None = None) -> RecoveryReport:
+async def recover(
+    github_app: AppAccess, engine: Engine, since: timedelta, *, now: datetime | None = None
+) -> RecoveryReport:
     """List the App's deliveries of the last `since` and redeliver each missed event once."""
     cutoff = (now or datetime.now(UTC)) - since
     client = github_app.app_client()

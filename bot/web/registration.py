@@ -369,8 +369,8 @@ def _after_write(conversion: dict[str, Any], values: dict[str, str], env_path: P
 
 
 def _confirm_page(request: Request, env_path: Path, replaced: list[str]) -> Response:
-    confirm_url = request.url.include_query_params(force="1")
-    confirm_url = f"{confirm_url.path}?{confirm_url.query}"  # relative: the host header is not trusted
+    absolute = request.url.include_query_params(force="1")
+    confirm_url = f"{absolute.path}?{absolute.query}"  # relative: the host header is not trusted
     page = _templates.get_template("setup_callback.html").render(
         kind="confirm",
         env_path=env_path,

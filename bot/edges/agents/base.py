@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, overload, runtime_checkable
 
 
 class AgentConfigError(RuntimeError):
@@ -104,6 +104,10 @@ def read_settings(
     return {key: getattr(options, key, default) for key, default in defaults.items()}
 
 
+@overload
+def require_text(value: Any, setting: str, *, optional: Literal[False] = False) -> str: ...
+@overload
+def require_text(value: Any, setting: str, *, optional: bool) -> str | None: ...
 def require_text(value: Any, setting: str, *, optional: bool = False) -> str | None:
     """`value` as a non-empty string (or `None` when `optional`), else a clear error naming `setting`."""
     if value is None and optional:
@@ -141,6 +145,6 @@ def with_detail(sentence: str, detail: str) -> str:
     return f"{sentence}: {detail if len(detail) <= DETAIL_CHARS else detail[:DETAIL_CHARS] + '…'}"
 
 
-def is_count(value: Any) -> bool:
+def is_count(value: Any) -> TypeGuard[int]:
     """A token count as agents report it: a non-negative int that is not a bool."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

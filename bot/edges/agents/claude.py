@@ -95,7 +95,8 @@ class ClaudeStreamParser:
         result = self._result
         if result is None:
             return Conclusion("", Usage(), f"claude exited with status {exit_status} without a result event")
-        text = result.get("result") if isinstance(result.get("result"), str) else ""
+        final = result.get("result")
+        text = final if isinstance(final, str) else ""
         usage = claude_usage(result)
         subtype = result.get("subtype")
         if subtype != "success":
@@ -113,7 +114,8 @@ class ClaudeStreamParser:
 
 def claude_usage(result: Mapping[str, Any]) -> Usage:
     """Usage and cost from a `result` event (`total_cost_usd`; older versions said `cost_usd`)."""
-    usage = result.get("usage") if isinstance(result.get("usage"), Mapping) else {}
+    reported = result.get("usage")
+    usage: Mapping[str, Any] = reported if isinstance(reported, Mapping) else {}
     input_parts = [usage.get(key) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
     counted = [part for part in input_parts if is_count(part)]
     cost = result.get("total_cost_usd", result.get("cost_usd"))

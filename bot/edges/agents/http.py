@@ -152,19 +152,18 @@ def request_headers(settings: HttpSettings, api_key: str) -> dict[str, str]:
 
 
 def read_anthropic_answer(body: Mapping[str, Any]) -> PlanAnswer:
-    usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
-    counted = [
-        usage.get(key)
-        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        if is_count(usage.get(key))
-    ]
+    reported = body.get("usage")
+    usage: Mapping[str, Any] = reported if isinstance(reported, Mapping) else {}
+    input_parts = [usage.get(key) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
+    counted = [part for part in input_parts if is_count(part)]
     answer_usage = Usage(
         input_tokens=sum(counted) if counted else None,
         output_tokens=usage.get("output_tokens") if is_count(usage.get("output_tokens")) else None,
     )
     if body.get("stop_reason") == "max_tokens":
         return PlanAnswer([], answer_usage, "the answer was cut off at max_tokens (raise agents.http.max_tokens)")
-    content = body.get("content") if isinstance(body.get("content"), list) else []
+    blocks = body.get("content")
+    content: list[Any] = blocks if isinstance(blocks, list) else []
     for block in content:
         if isinstance(block, Mapping) and block.get("type") == "tool_use" and block.get("name") == PLAN_TOOL:
             return _units(block.get("input"), answer_usage)
@@ -172,14 +171,17 @@ def read_anthropic_answer(body: Mapping[str, Any]) -> PlanAnswer:
 
 
 def read_openai_answer(body: Mapping[str, Any]) -> PlanAnswer:
-    usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
+    reported = body.get("usage")
+    usage: Mapping[str, Any] = reported if isinstance(reported, Mapping) else {}
     answer_usage = Usage(
         input_tokens=usage.get("prompt_tokens") if is_count(usage.get("prompt_tokens")) else None,
         output_tokens=usage.get("completion_tokens") if is_count(usage.get("completion_tokens")) else None,
     )
-    choices = body.get("choices") if isinstance(body.get("choices"), list) else []
-    choice = choices[0] if choices and isinstance(choices[0], Mapping) else {}
-    message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
+    listed = body.get("choices")
+    choices: list[Any] = listed if isinstance(listed, list) else []
+    choice: Mapping[str, Any] = choices[0] if choices and isinstance(choices[0], Mapping) else {}
+    said = choice.get("message")
+    message: Mapping[str, Any] = said if isinstance(said, Mapping) else {}
     if isinstance(message.get("refusal"), str) and message["refusal"].strip():
         return PlanAnswer([], answer_usage, with_detail("the model refused", message["refusal"]))
     if choice.get("finish_reason") == "length":
@@ -216,9 +218,8 @@ def _units(answer: Any, usage: Usage) -> PlanAnswer:
 
 def _api_error(body: Any) -> str:
     error = body.get("error") if isinstance(body, Mapping) else None
-    if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-        return error["message"]
-    return ""
+    message = error.get("message") if isinstance(error, Mapping) else None
+    return message if isinstance(message, str) else ""
 
 
 class HttpAgent:

@@ -248,7 +248,7 @@ async def run_process(
 
 async def _finish(
     process: asyncio.subprocess.Process,
-    readers: list[asyncio.Future[None]],
+    readers: Sequence[asyncio.Future[None]],
     writer: asyncio.Future[None],
     grace_s: float,
     transcript: Transcript,

@@ -30,7 +30,14 @@ async def find_check(
     """lanebot's check run called `name` with `external` as its external_id on `head_sha`, if any."""
     owner, repo = split_repository(repository)
     url = "/repos/{owner}/{repo}/commits/{ref}/check-runs{?check_name,per_page}"
-    url_vars = {"owner": owner, "repo": repo, "ref": head_sha, "check_name": name, "per_page": 100}
+    url_vars: dict[str, str | int] = {
+        "owner": owner,
+        "repo": repo,
+        "ref": head_sha,
+        "check_name": name,
+        "per_page": 100,
+    }
+    check: dict[str, Any]
     async for check in client.getiter(url, url_vars, iterable_key="check_runs"):
         if check.get("name") == name and check.get("external_id") == external:
             return check

@@ -103,7 +103,7 @@ class RetryPolicy:
         return self._backoff(retries)
 
     def _backoff(self, retries: int) -> float:
-        return min(self.backoff * 2**retries, self.backoff_cap)
+        return min(self.backoff * 2.0**retries, self.backoff_cap)
 
     def _rate_limit_wait(
         self, retries: int, status: int, headers: Mapping[str, str], message: str, now: float
@@ -115,7 +115,7 @@ class RetryPolicy:
         if headers.get("x-ratelimit-remaining") == "0" and reset is not None:
             return max(reset - now, 0.0) + self.reset_slack
         if status == 429 or "rate limit" in message.lower():
-            return self.secondary_wait * 2**retries
+            return self.secondary_wait * 2.0**retries
         return None  # an ordinary 403: permissions, not pace
 
 
@@ -239,7 +239,10 @@ class AppClient(LanebotAPI):
         await self.post("/app/hook/deliveries/{delivery_id}/attempts", {"delivery_id": delivery_id}, data=b"")
 
     async def installation(self, installation_id: int) -> dict[str, Any]:
-        return await self.getitem("/app/installations/{installation_id}", {"installation_id": installation_id})
+        installation: dict[str, Any] = await self.getitem(
+            "/app/installations/{installation_id}", {"installation_id": installation_id}
+        )
+        return installation
 
 
 class InstallationClient(LanebotAPI):
@@ -341,7 +344,8 @@ async def convert_manifest(
     `client_secret`. The code is single-use, so a failed exchange is not repeated.
     """
     api = LanebotAPI(http, base_url=api_url, sleep=sleep)
-    return await api.post("/app-manifests/{code}/conversions", {"code": code}, data=b"")
+    credentials: dict[str, Any] = await api.post("/app-manifests/{code}/conversions", {"code": code}, data=b"")
+    return credentials
 
 
 async def find_comment_by_marker(
@@ -355,7 +359,8 @@ async def find_comment_by_marker(
     """
     owner, name = repo.split("/", 1)
     url = "/repos/{owner}/{repo}/issues/{issue_number}/comments{?per_page}"
-    url_vars = {"owner": owner, "repo": name, "issue_number": issue_number, "per_page": 100}
+    url_vars: dict[str, str | int] = {"owner": owner, "repo": name, "issue_number": issue_number, "per_page": 100}
+    comment: dict[str, Any]
     async for comment in client.getiter(url, url_vars):
         user = comment.get("user") or {}
         written_by_us = user.get("login") == author if author is not None else user.get("type") == "Bot"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,7 +110,7 @@ async def _first_file(
     return None
 
 
-def _refuse_loop(chain: list[tuple[ConfigLocation, Mapping[str, Any]]], target: ConfigLocation) -> None:
+def _refuse_loop(chain: Sequence[tuple[ConfigLocation, Mapping[str, Any]]], target: ConfigLocation) -> None:
     seen = [location.identity for location, _ in chain]
     if target.identity in seen:
         cycle = [location.source for location, _ in chain[seen.index(target.identity) :]]

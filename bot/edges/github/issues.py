@@ -60,7 +60,7 @@ async def list_comments(client: GitHubAPI, repository: str, issue_number: int) -
     """Every comment on the issue, oldest first (all pages)."""
     owner, name = split_repository(repository)
     url = "/repos/{owner}/{repo}/issues/{issue_number}/comments{?per_page}"
-    url_vars = {"owner": owner, "repo": name, "issue_number": issue_number, "per_page": _PER_PAGE}
+    url_vars: dict[str, str | int] = {"owner": owner, "repo": name, "issue_number": issue_number, "per_page": _PER_PAGE}
     return [comment async for comment in client.getiter(url, url_vars)]
 
 
@@ -68,10 +68,11 @@ async def get_comment(client: GitHubAPI, repository: str, comment_id: int) -> di
     """The issue comment `comment_id`, or None when it was deleted."""
     owner, name = split_repository(repository)
     try:
-        return await client.getitem(
+        comment: dict[str, Any] = await client.getitem(
             "/repos/{owner}/{repo}/issues/comments/{comment_id}",
             {"owner": owner, "repo": name, "comment_id": comment_id},
         )
+        return comment
     except BadRequest as error:
         if error.status_code == 404:
             return None
@@ -80,11 +81,12 @@ async def get_comment(client: GitHubAPI, repository: str, comment_id: int) -> di
 
 async def update_comment(client: GitHubAPI, repository: str, comment_id: int, body: str) -> dict[str, Any]:
     owner, name = split_repository(repository)
-    return await client.patch(
+    comment: dict[str, Any] = await client.patch(
         "/repos/{owner}/{repo}/issues/comments/{comment_id}",
         {"owner": owner, "repo": name, "comment_id": comment_id},
         data={"body": body},
     )
+    return comment
 
 
 async def post_or_update_marked_comment(
@@ -114,11 +116,12 @@ async def post_or_update_marked_comment(
                 return existing
             return await update_comment(client, repository, existing["id"], body)
         try:
-            return await client.post(
+            created: dict[str, Any] = await client.post(
                 "/repos/{owner}/{repo}/issues/{issue_number}/comments",
                 {"owner": owner, "repo": name, "issue_number": issue_number},
                 data={"body": body},
             )
+            return created
         except httpx.TransportError as error:
             log.warning(
                 "posting comment %s on %s#%d lost its answer (%s); looking for it before trying again",
@@ -183,7 +186,7 @@ async def issue_labels(client: GitHubAPI, repository: str, issue_number: int) ->
     """The names of the labels the issue holds now."""
     owner, name = split_repository(repository)
     url = "/repos/{owner}/{repo}/issues/{issue_number}/labels{?per_page}"
-    url_vars = {"owner": owner, "repo": name, "issue_number": issue_number, "per_page": _PER_PAGE}
+    url_vars: dict[str, str | int] = {"owner": owner, "repo": name, "issue_number": issue_number, "per_page": _PER_PAGE}
     return [label["name"] async for label in client.getiter(url, url_vars)]
 
 
@@ -197,7 +200,7 @@ async def set_state_label(
     """
     owner, name = split_repository(repository)
     changes = label_changes(await issue_labels(client, repository, issue_number), state)
-    issue = {"owner": owner, "repo": name, "issue_number": issue_number}
+    issue: dict[str, str | int] = {"owner": owner, "repo": name, "issue_number": issue_number}
     if changes.add:
         await client.post(
             "/repos/{owner}/{repo}/issues/{issue_number}/labels", issue, data={"labels": list(changes.add)}

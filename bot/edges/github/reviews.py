@@ -67,7 +67,10 @@ async def get_pull(client: GitHubAPI, repository: str, number: int) -> dict[str,
 
     https://docs.github.com/en/rest/pulls/pulls#get-a-pull-request
     """
-    return await client.getitem("/repos/{owner}/{repo}/pulls/{pull_number}", _pull_vars(repository, number))
+    pull: dict[str, Any] = await client.getitem(
+        "/repos/{owner}/{repo}/pulls/{pull_number}", _pull_vars(repository, number)
+    )
+    return pull
 
 
 async def get_review(client: GitHubAPI, repository: str, number: int, review_id: int) -> dict[str, Any]:
@@ -75,10 +78,11 @@ async def get_review(client: GitHubAPI, repository: str, number: int, review_id:
 
     https://docs.github.com/en/rest/pulls/reviews#get-a-review-for-a-pull-request
     """
-    return await client.getitem(
+    review: dict[str, Any] = await client.getitem(
         "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}",
         {**_pull_vars(repository, number), "review_id": review_id},
     )
+    return review
 
 
 async def list_reviews(client: GitHubAPI, repository: str, number: int) -> list[dict[str, Any]]:
@@ -155,7 +159,7 @@ async def thread_states(client: GitHubAPI, repository: str, number: int) -> dict
 
 
 def _pull_request(data: Mapping[str, Any], repository: str, number: int) -> Mapping[str, Any]:
-    pull = (data.get("repository") or {}).get("pullRequest")
+    pull: Mapping[str, Any] | None = (data.get("repository") or {}).get("pullRequest")
     if pull is None:
         raise LookupError(f"GitHub's GraphQL API has no pull request #{number} in {repository} for this installation")
     return pull
@@ -185,11 +189,12 @@ async def reply_to_comment(
 
     https://docs.github.com/en/rest/pulls/comments#create-a-reply-for-a-review-comment
     """
-    return await client.post(
+    reply: dict[str, Any] = await client.post(
         "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies",
         {**_pull_vars(repository, number), "comment_id": comment_id},
         data={"body": body},
     )
+    return reply
 
 
 async def create_review(
@@ -202,9 +207,10 @@ async def create_review(
     https://docs.github.com/en/rest/pulls/reviews#create-a-review-for-a-pull-request
     """
     data = {"commit_id": commit_id, "body": body, "event": "COMMENT", "comments": [dict(c) for c in comments]}
-    return await client.post(
+    review: dict[str, Any] = await client.post(
         "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", _pull_vars(repository, number), data=data
     )
+    return review
 
 
 async def request_reviewers(client: GitHubAPI, repository: str, number: int, logins: Sequence[str]) -> dict[str, Any]:
@@ -212,8 +218,9 @@ async def request_reviewers(client: GitHubAPI, repository: str, number: int, log
 
     https://docs.github.com/en/rest/pulls/review-requests#request-reviewers-for-a-pull-request
     """
-    return await client.post(
+    pull: dict[str, Any] = await client.post(
         "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers",
         _pull_vars(repository, number),
         data={"reviewers": list(logins)},
     )
+    return pull

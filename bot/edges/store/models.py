@@ -7,7 +7,7 @@ exceed 32 bits, so they are BIGINT. States are plain strings; the tuples below n
 ones and the store's helpers refuse anything else.
 
 A change to these classes needs a new Alembic revision in `bot/edges/store/migrations/versions/`;
-`tests/test_store.py` fails while the models and the migrations disagree.
+`tests/edges/test_store.py` fails while the models and the migrations disagree.
 """
 
 from __future__ import annotations
@@ -269,4 +269,5 @@ class RunEvent(SQLModel, table=True):
 
     def payload(self) -> dict[str, Any]:
         """The event's data, decoded from its JSON text."""
-        return json.loads(self.data)
+        payload: dict[str, Any] = json.loads(self.data)
+        return payload

@@ -212,7 +212,7 @@ def _take_turns_on_run(connection: Connection, run_id: int) -> None:
         connection.execute(select(_RUNS.c.id).where(_RUNS.c.id == run_id).with_for_update(key_share=True))
 
 
-def _request(row: Row) -> ReviewRequest:
+def _request(row: Row[*tuple[Any, ...]]) -> ReviewRequest:
     return ReviewRequest(**row._mapping)
 
 

@@ -113,6 +113,7 @@ def create_run(
         with session(engine) as db:
             db.add(run)
             db.flush()
+            assert run.id is not None  # the flush assigned it
             db.add(RunEvent(run_id=run.id, at=now, kind="created", data=_json({"requested_by": requested_by})))
     except IntegrityError:
         raise _active_run_conflict(engine, repository, issue_number) from None
@@ -246,7 +247,8 @@ def run_events(engine: Engine, run_id: int) -> list[RunEvent]:
 
 def _append(connection: Connection, run_id: int, kind: str, data: Mapping[str, Any], now: datetime) -> int:
     statement = insert(_EVENTS).values(run_id=run_id, at=now, kind=kind, data=_json(data)).returning(_EVENTS.c.id)
-    return connection.execute(statement).scalar_one()
+    event_id: int = connection.execute(statement).scalar_one()
+    return event_id
 
 
 def _json(data: Mapping[str, Any]) -> str:
@@ -404,7 +406,7 @@ def start_session(
     previous = select(func.coalesce(func.max(_SESSIONS.c.attempt), 0)).where(
         _SESSIONS.c.run_id == run_id, _SESSIONS.c.kind == kind, same_lane
     )
-    values = dict(
+    values: dict[str, Any] = dict(
         run_id=run_id,
         lane_id=lane_id,
         kind=kind,

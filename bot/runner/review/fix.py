@@ -60,7 +60,7 @@ from bot.edges.store import runs as store
 from bot.edges.store.models import ReviewRequest
 from bot.render.checks import verify_report
 from bot.render.prompts import render_prompt
-from bot.runner.context import RunnerContext
+from bot.runner.context import RuntimeContext
 from bot.runner.integrate import fresh_integration_worktree, remove_integration_worktree, run_session
 from bot.runner.lanes import PROTECTED_DIRECTORIES, keep_tail, run_script
 from bot.runner.review import queue as review_queue
@@ -74,7 +74,7 @@ THREADS_FILE = ".lanebot/threads.json"
 REPORT_FILE = ".lanebot/fix.json"
 
 
-async def run_fix(context: RunnerContext, request: ReviewRequest) -> None:
+async def run_fix(context: RuntimeContext, request: ReviewRequest) -> None:
     """Do the fix lane `request` (claimed, so `running`); its outcome goes to its row and comment."""
     rt = await load_runtime(context, request.run_id)
     await _FixLane(rt, request).run()
@@ -387,7 +387,7 @@ class _FixLane:
             repository,
             name=VERIFY_CHECK,
             head_sha=attempt.head,
-            external=external_id(self.rt.run.id),
+            external=external_id(self.rt.run_id),
             title="verify ran on the fix lane's commit",
             summary=f"`{verify}` ran on the fix lane's commit before it was pushed.",
         )

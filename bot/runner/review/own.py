@@ -48,7 +48,7 @@ from bot.edges.store import reviews
 from bot.edges.store import runs as store
 from bot.edges.store.models import ReviewRequest
 from bot.render.prompts import render_prompt
-from bot.runner.context import RunnerContext
+from bot.runner.context import RuntimeContext
 from bot.runner.integrate import run_session
 from bot.runner.review import queue as review_queue
 from bot.runner.runtime import Runtime, db, load_runtime
@@ -63,7 +63,7 @@ TO_CHECK_FILE = ".lanebot/findings-to-check.json"
 VERDICTS_FILE = ".lanebot/verdicts.json"
 
 
-async def self_review(context: RunnerContext, request: ReviewRequest) -> None:
+async def self_review(context: RuntimeContext, request: ReviewRequest) -> None:
     """Do lanebot's own review `request` (claimed, so `running`); it ends with a review posted."""
     rt = await load_runtime(context, request.run_id)
     await _SelfReview(rt, request).run()

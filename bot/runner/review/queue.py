@@ -18,14 +18,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from bot.core.text import marker
 from bot.edges.github.issues import post_or_update_marked_comment
 from bot.edges.store import reviews
 from bot.edges.store import runs as store
 from bot.edges.store.models import ReviewRequest, Run
-from bot.runner.context import RunnerContext
+from bot.runner.context import (
+    BackgroundJobs,
+    EngineContext,
+    GitHubContext,
+    IssueContext,
+    JobsContext,
+    RuntimeContext,
+)
 from bot.runner.runtime import db
 from bot.runner.sessions import abandon_running
 
@@ -33,7 +39,7 @@ log = logging.getLogger(__name__)
 
 _REVIEW_SESSIONS = ("fix", "review")
 
-ReviewStep = Callable[[Any, ReviewRequest], Awaitable[None]]
+ReviewStep = Callable[[RuntimeContext, ReviewRequest], Awaitable[None]]
 
 __all__ = ["cancel", "request_comment", "request_fix", "request_self_review", "resume", "work"]
 
@@ -42,7 +48,7 @@ def request_marker(request: ReviewRequest) -> str:
     return marker("review-request", request.run_id, request=request.id)
 
 
-async def request_comment(context: RunnerContext, run: Run, request: ReviewRequest, body: str) -> None:
+async def request_comment(context: GitHubContext, run: Run, request: ReviewRequest, body: str) -> None:
     """Write the request's one comment on the pull request (posted once, then edited); `body` may
     start with the request's marker already."""
     client = context.github.installation_client(run.installation_id, run.repository)
@@ -52,7 +58,7 @@ async def request_comment(context: RunnerContext, run: Run, request: ReviewReque
 
 
 async def request_fix(
-    context: RunnerContext,
+    context: IssueContext,
     run: Run,
     *,
     by: str,
@@ -98,7 +104,7 @@ async def request_fix(
     return request
 
 
-async def request_self_review(context: RunnerContext, run_id: int, head_sha: str) -> ReviewRequest | None:
+async def request_self_review(context: JobsContext, run_id: int, head_sha: str) -> ReviewRequest | None:
     """Queue lanebot's own review of the pull request at `head_sha` (once per head)."""
     run = await db(store.get_run, context.engine, run_id)
     if run is None or run.pr_number is None:
@@ -121,7 +127,7 @@ async def request_self_review(context: RunnerContext, run_id: int, head_sha: str
     return request
 
 
-async def work(context: RunnerContext, run_id: int, steps: Mapping[str, ReviewStep]) -> None:
+async def work(context: RuntimeContext, run_id: int, steps: Mapping[str, ReviewStep]) -> None:
     """Do the run's queued review requests, one after another, until none is left; `steps` maps a
     request's kind to the step that does it (composed in bot.runner.jobs)."""
     while True:
@@ -131,7 +137,7 @@ async def work(context: RunnerContext, run_id: int, steps: Mapping[str, ReviewSt
         await _perform(context, request, steps[request.kind])
 
 
-async def _perform(context: RunnerContext, request: ReviewRequest, step: ReviewStep) -> None:
+async def _perform(context: RuntimeContext, request: ReviewRequest, step: ReviewStep) -> None:
     try:
         await step(context, request)
     except asyncio.CancelledError:
@@ -150,7 +156,7 @@ async def _perform(context: RunnerContext, request: ReviewRequest, step: ReviewS
         await _say_failed(context, request, error)
 
 
-async def _say_failed(context: RunnerContext, request: ReviewRequest, error: Exception) -> None:
+async def _say_failed(context: GitHubContext, request: ReviewRequest, error: Exception) -> None:
     run = await db(store.get_run, context.engine, request.run_id)
     if run is None:
         return
@@ -166,7 +172,7 @@ async def _say_failed(context: RunnerContext, request: ReviewRequest, error: Exc
         log.warning("could not say on #%d that review request %d failed", request.pr_number, request.id, exc_info=True)
 
 
-async def resume(context: RunnerContext) -> list[int]:
+async def resume(context: EngineContext) -> list[int]:
     """Start-up: requests left running go back to the queue, the agents a previous life of lanebot
     left running for them are stopped; the runs with review work to do."""
     for run_id in await db(reviews.requeue_running, context.engine):
@@ -176,7 +182,7 @@ async def resume(context: RunnerContext) -> list[int]:
     return await db(reviews.runs_with_work, context.engine)
 
 
-async def cancel(context: RunnerContext, run_id: int, why: str) -> int:
+async def cancel(context: JobsContext, run_id: int, why: str) -> int:
     """The pull request closed: drop the run's open requests (a running one stops); how many."""
     count = await db(reviews.cancel_open, context.engine, run_id, why)
     jobs = context.jobs
@@ -185,7 +191,7 @@ async def cancel(context: RunnerContext, run_id: int, why: str) -> int:
     return count
 
 
-def _jobs(context: RunnerContext) -> Any:
+def _jobs(context: JobsContext) -> BackgroundJobs:
     jobs = context.jobs
     if jobs is None:
         raise RuntimeError("review requests need background jobs: build the app with bot.web.app.create_app")

@@ -34,6 +34,7 @@ from bot.edges.github.issues import split_repository
 from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.store import runs
 from bot.render.checks import rerun_note
+from bot.runner.context import GitHubContext, IssueContext
 from bot.runner.repository_workflow import load_repository_workflow
 from bot.web.dispatcher import HandlerContext
 from bot.web.handlers.issues import is_bot_account, jobs_of
@@ -112,7 +113,7 @@ async def run_requested_action(event: sansio.Event, *, context: HandlerContext) 
     await _rerun(context, event.data, identifier=identifier)
 
 
-async def _rerun(context: HandlerContext, payload: dict[str, Any], *, identifier: str | None) -> None:
+async def _rerun(context: IssueContext, payload: dict[str, Any], *, identifier: str | None) -> None:
     check_run = payload["check_run"]
     asked = rerun_asked(check_run, identifier)
     if isinstance(asked, str):
@@ -123,6 +124,7 @@ async def _rerun(context: HandlerContext, payload: dict[str, Any], *, identifier
     if run is None or run.repository != repository:
         log.info("check run %s names run %s, which is not on %s", check_run.get("id"), asked.run_id, repository)
         return
+    assert run.id is not None
     if not await _may_command(context, payload, repository):
         return
     lanes = await to_thread.run_sync(runs.lanes, context.engine, run.id)
@@ -148,7 +150,7 @@ async def _rerun(context: HandlerContext, payload: dict[str, Any], *, identifier
 
 
 async def _acknowledge(
-    context: HandlerContext, payload: dict[str, Any], installation_id: int, asked: Rerun, requested_by: str
+    context: GitHubContext, payload: dict[str, Any], installation_id: int, asked: Rerun, requested_by: str
 ) -> None:
     """Best effort: the retry must happen even when GitHub will not take the note."""
     repository = payload["repository"]["full_name"]
@@ -172,7 +174,7 @@ async def _acknowledge(
         )
 
 
-async def _may_command(context: HandlerContext, payload: dict[str, Any], repository: str) -> bool:
+async def _may_command(context: GitHubContext, payload: dict[str, Any], repository: str) -> bool:
     sender = payload.get("sender") or {}
     if is_bot_account(sender):
         return False

@@ -39,6 +39,7 @@ from bot.edges.store import runs
 from bot.edges.store.models import Run
 from bot.render.answers import render_refusal, render_status
 from bot.render.progress import LaneView
+from bot.runner.context import IssueContext
 from bot.runner.plan import PlanRequest, follow_labels, issue_run, record_plan_request
 from bot.web.dispatcher import HandlerContext
 from bot.web.handlers.issues import IssueTarget, answer, is_bot_account, jobs_of, request_plan
@@ -52,7 +53,9 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _BUILDING = frozenset({RunState.RUNNING, RunState.INTEGRATING, RunState.BLOCKED})
 # `approved_revision = plan_revision` evaluated by the database inside the compare-and-set, so the
 # revision approved is the latest at the moment the run moves, never one read a moment earlier.
-_LATEST_REVISION = Run.__table__.c.plan_revision  # type: ignore[attr-defined]
+_LATEST_REVISION = Run.__table__.c.plan_revision  # type: ignore[attr-defined]  # SQLModel does not type `__table__`
+
+Item = Command | UnknownCommand | InvalidUsage  # one command line of a comment, well-formed or not
 
 
 @router.register("issue_comment", action="created")
@@ -73,17 +76,23 @@ async def on_comment_created(event: sansio.Event, *, context: HandlerContext, **
 class Conversation:
     """One comment's commands, answered on its issue."""
 
-    context: HandlerContext
+    context: IssueContext
     target: IssueTarget
     comment: dict[str, Any]
     parsed: ParsedComment
 
     @property
     def login(self) -> str:
-        return self.comment["user"]["login"]
+        login: str = self.comment["user"]["login"]
+        return login
+
+    def items(self) -> list[Item]:
+        """The comment's commands and lookalikes, in the order written."""
+        found: list[Item] = [*self.parsed.commands, *self.parsed.unknown, *self.parsed.invalid]
+        return sorted(found, key=lambda item: item.line)
 
     async def handle(self) -> None:
-        items = sorted((*self.parsed.commands, *self.parsed.unknown, *self.parsed.invalid), key=lambda item: item.line)
+        items = self.items()
         try:
             workflow = await self.target.workflow(self.context)
         except WorkflowError as error:
@@ -110,19 +119,19 @@ class Conversation:
 
     # ----------------------------------------------------------------------- answers
 
-    def quoted(self, item: Command | UnknownCommand | InvalidUsage) -> str:
+    def quoted(self, item: Item) -> str:
         """The line the command was written on, as the author wrote it."""
         lines = _LINE_BREAK.split(self.comment.get("body") or "")
         return lines[item.line - 1].strip() if 0 < item.line <= len(lines) else f"/{item.name}"
 
-    def marker_for(self, item: Command | UnknownCommand | InvalidUsage) -> str:
+    def marker_for(self, item: Item) -> str:
         return marker("answer", None, comment=self.comment["id"], line=item.line)
 
-    async def say(self, item: Command | UnknownCommand | InvalidUsage, text: str) -> None:
+    async def say(self, item: Item, text: str) -> None:
         answer_marker = self.marker_for(item)
         await answer(self.context, self.target, f"{answer_marker}\n{text}", answer_marker)
 
-    async def refuse(self, item: Command | UnknownCommand | InvalidUsage, reason: str, state: RunState | None) -> None:
+    async def refuse(self, item: Item, reason: str, state: RunState | None) -> None:
         """Answer `@login: `line`: reason. Valid now: …` (the valid commands of `state`)."""
         answer_marker = self.marker_for(item)
         body = render_refusal(self.login, self.quoted(item), reason, state, marker_text=answer_marker)
@@ -149,9 +158,11 @@ class Conversation:
         except InvalidTransition as error:
             await self.refuse(command, _lifecycle_reason(error), state)
             return None
-        assert run is not None  # only `/plan` is valid without a run, and it does not come here
+        # Only `/plan` is valid without a run, and it does not come here.
+        assert run is not None and run.id is not None and state is not None
+        run_id = run.id
         moved = await to_thread.run_sync(
-            lambda: runs.transition(self.context.engine, run.id, state.value, target.value, **fields)
+            lambda: runs.transition(self.context.engine, run_id, state.value, target.value, **fields)
         )
         if not moved:
             await self.lost_race(command, event)
@@ -219,6 +230,7 @@ async def _approve(talk: Conversation, command: Command) -> None:
     if moved is None:
         return
     run, _ = moved
+    assert run.id is not None
     await to_thread.run_sync(runs.append_event, talk.context.engine, run.id, "approved", {"by": talk.login})
     jobs_of(talk.context).build(run.id)
 
@@ -226,8 +238,10 @@ async def _approve(talk: Conversation, command: Command) -> None:
 async def _reject(talk: Conversation, command: Command) -> None:
     moved = await talk.move(command, Event.REJECT)
     if moved is not None:
+        run_id = moved[0].id
+        assert run_id is not None
         await to_thread.run_sync(
-            runs.append_event, talk.context.engine, moved[0].id, "rejected", {"by": talk.login, "why": command.args}
+            runs.append_event, talk.context.engine, run_id, "rejected", {"by": talk.login, "why": command.args}
         )
 
 
@@ -241,11 +255,14 @@ async def _replan(talk: Conversation, command: Command) -> None:
         comment_id=talk.comment["id"],
     )
     if run is not None and run.state == RunState.AWAITING_APPROVAL:
+        assert run.id is not None
         # Stored before the move: once the run is in `planning`, a restart must find the feedback.
         await to_thread.run_sync(record_plan_request, talk.context.engine, run.id, request)
     moved = await talk.move(command, Event.REPLAN)
     if moved is not None:
-        jobs_of(talk.context).plan(moved[0].id)
+        run_id = moved[0].id
+        assert run_id is not None
+        jobs_of(talk.context).plan(run_id)
 
 
 async def _cancel(talk: Conversation, command: Command) -> None:
@@ -253,6 +270,7 @@ async def _cancel(talk: Conversation, command: Command) -> None:
     if moved is None:
         return
     run, _ = moved
+    assert run.id is not None
     await to_thread.run_sync(runs.append_event, talk.context.engine, run.id, "cancelled", {"by": talk.login})
     await jobs_of(talk.context).cancel(run.id, building=RunState(run.state) in _BUILDING)
 
@@ -263,6 +281,7 @@ async def _retry(talk: Conversation, command: Command) -> None:
     run = await talk.valid_now(command, Event.RETRY)
     if run is None:
         return
+    assert run.id is not None
     state = RunState(run.state)
     unit = command.args.split()[0] if command.args else None
     failed = [

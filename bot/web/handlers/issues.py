@@ -27,7 +27,7 @@ from bot.edges.github.issues import post_or_update_marked_comment, split_reposit
 from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.store import runs
 from bot.render.answers import render_refusal
-from bot.runner.context import BackgroundJobs
+from bot.runner.context import BackgroundJobs, EngineContext, GitHubContext, IssueContext, JobsContext
 from bot.runner.plan import PlanRequest, issue_run, record_plan_request
 from bot.runner.repository_workflow import load_repository_workflow
 from bot.web.dispatcher import HandlerContext
@@ -52,11 +52,11 @@ class IssueTarget:
             raise ValueError("the delivery carries no installation: lanebot acts only through its App's installations")
         return cls(int(installation["id"]), payload["repository"]["full_name"], int(payload["issue"]["number"]))
 
-    def client(self, context: HandlerContext) -> GitHubAPI:
+    def client(self, context: GitHubContext) -> GitHubAPI:
         """A client scoped to this repository."""
         return context.github.installation_client(self.installation_id, self.repository)
 
-    async def workflow(self, context: HandlerContext) -> Workflow:
+    async def workflow(self, context: GitHubContext) -> Workflow:
         """The repository's workflow, read with an installation-wide client (it may fall back to the
         owner's `.github` repository, which a repository-scoped token cannot see)."""
         owner, name = split_repository(self.repository)
@@ -71,14 +71,14 @@ def is_bot_account(user: dict[str, Any] | None) -> bool:
     return user.get("type") == "Bot" or str(user.get("login", "")).lower().endswith("[bot]")
 
 
-def jobs_of(context: HandlerContext) -> BackgroundJobs:
+def jobs_of(context: JobsContext) -> BackgroundJobs:
     jobs = context.jobs
     if jobs is None:
         raise RuntimeError("the issue handlers need background jobs: build the app with bot.web.app.create_app")
     return jobs
 
 
-async def answer(context: HandlerContext, target: IssueTarget, body: str, answer_marker: str) -> None:
+async def answer(context: GitHubContext, target: IssueTarget, body: str, answer_marker: str) -> None:
     """Post lanebot's answer on the issue once, however often this is called (found by its marker)."""
     await post_or_update_marked_comment(
         target.client(context), target.repository, target.issue_number, body, marker=answer_marker
@@ -86,7 +86,7 @@ async def answer(context: HandlerContext, target: IssueTarget, body: str, answer
 
 
 async def request_plan(
-    context: HandlerContext, target: IssueTarget, request: PlanRequest, *, quoted: str, answer_marker: str
+    context: IssueContext, target: IssueTarget, request: PlanRequest, *, quoted: str, answer_marker: str
 ) -> int | None:
     """Start a run in `planning` for the issue and schedule its plan; the run's id.
 
@@ -114,6 +114,7 @@ async def request_plan(
             context, target, render_refusal(request.by, quoted, reason, state, marker_text=answer_marker), answer_marker
         )
         return None
+    assert run.id is not None
     await to_thread.run_sync(record_plan_request, context.engine, run.id, request)
     jobs_of(context).plan(run.id)
     log.info("run %d of %s#%d: planning, asked by %s", run.id, target.repository, target.issue_number, request.by)
@@ -151,6 +152,6 @@ def state_words(state: RunState | str | None) -> str:
     return "not started" if state is None else RunState(state).value.replace("_", " ")
 
 
-async def _current_state(context: HandlerContext, target: IssueTarget) -> RunState | None:
+async def _current_state(context: EngineContext, target: IssueTarget) -> RunState | None:
     run = await to_thread.run_sync(issue_run, context.engine, target.repository, target.issue_number)
     return RunState(run.state) if run is not None else None

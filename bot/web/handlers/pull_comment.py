@@ -96,10 +96,6 @@ class PullConversation(Conversation):
     def notes_of(self, command: Command) -> str:
         """The notes of `/fix`: the rest of its line and the lines after it, up to the next command."""
         lines = _LINE_BREAK.split(self.comment.get("body") or "")
-        later = [
-            item.line
-            for item in (*self.parsed.commands, *self.parsed.unknown, *self.parsed.invalid)
-            if item.line > command.line
-        ]
+        later = [item.line for item in self.items() if item.line > command.line]
         end = min(later) - 1 if later else len(lines)
         return "\n".join([command.args, *lines[command.line : end]]).strip()

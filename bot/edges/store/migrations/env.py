@@ -8,7 +8,7 @@ configured URL. SQLite cannot ALTER most things in place, so its migrations run 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from alembic import context
 from alembic.autogenerate.api import AutogenContext
@@ -21,7 +21,7 @@ from bot.edges.store.models import UTCDateTime, metadata
 config = context.config
 
 
-def _render_plain_types(type_: str, obj: Any, _autogen_context: AutogenContext) -> str | bool:
+def _render_plain_types(type_: str, obj: Any, _autogen_context: AutogenContext) -> str | Literal[False]:
     """Autogenerate writes SQLAlchemy's own types, so revisions never import the models."""
     if type_ == "type" and isinstance(obj, UTCDateTime):
         return "sa.DateTime(timezone=True)"
