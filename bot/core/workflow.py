@@ -23,7 +23,7 @@ from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol, TypedDict, cast
+from typing import Annotated, Any, Literal, Protocol
 
 import jinja2
 import yaml
@@ -496,21 +496,6 @@ SECTIONS: dict[str, type[_Settings]] = {
 REPOSITORY_AGENT_KEYS = frozenset({"model"})
 
 
-class _Sections(TypedDict):
-    """The validated sections, as the Workflow's fields."""
-
-    trigger: TriggerSettings
-    plan: PlanSettings
-    gate: GateSettings
-    build: BuildSettings
-    integrate: IntegrateSettings
-    pull_request: PullRequestSettings
-    fix: FixSettings
-    review: ReviewSettings
-    cleanup: CleanupSettings
-    agents: AgentsSettings
-
-
 # --------------------------------------------------------------------------- the workflow
 
 
@@ -622,7 +607,9 @@ def build_workflow(
     if problems:
         raise WorkflowError(problems)
     # Every section validated against its model in SECTIONS, so each has its field's type.
-    return Workflow(**cast(_Sections, sections), prompts_dir=prompts_dir, sources=tuple(source for source, _ in layers))
+    # Every section is there and valid by now, each of its field's model (SECTIONS names them).
+    fields: dict[str, Any] = dict(sections)
+    return Workflow(**fields, prompts_dir=prompts_dir, sources=tuple(source for source, _ in layers))
 
 
 def _repository_may_not_set(mapping: Mapping[str, Any], source: str) -> list[str]:
