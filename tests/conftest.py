@@ -4,7 +4,8 @@
 in the test's tmp_path, and on PostgreSQL at $LANEBOT_TEST_POSTGRES_URL (default
 postgresql://postgres@127.0.0.1:5432/test) in a schema no other test sees at the same time.
 When PostgreSQL cannot be reached the postgres cases skip with the reason, except under
-CI=true, where they fail: CI must not pass by testing less.
+CI=true, where they fail: CI must not pass by testing less. `bwrap` does the same for the tests
+of the jail (bot.edges.jail) when bubblewrap does not work on the host.
 
 Migrating costs more than most tests, so it is done once per session where it can be: a test
 that asks for `engine` gets a copy of a migrated SQLite file, or a PostgreSQL schema that an
@@ -25,6 +26,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
+from bot.edges.jail import find_bwrap, probe
 from bot.edges.store.db import head_revision, make_engine, migrate
 from bot.edges.store.models import metadata
 
@@ -176,3 +178,16 @@ def engine(database_url: str) -> Iterator[Engine]:
     engine = make_engine(database_url)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def bwrap() -> str:
+    """bubblewrap's path, for the tests of the jail; skips (or fails under CI) when it does not work here."""
+    problem = probe()
+    path = find_bwrap()
+    if problem is not None or path is None:
+        message = f"the jail cannot be tested: {problem}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path

@@ -373,6 +373,7 @@ class BuildSettings(_Settings):
     timeout: Duration
     on_conflict: Literal["block", "agent"]
     resolver_prompt: TemplateName
+    network: bool  # whether checks and verify (in their jail) may reach the network
 
 
 class IntegrateSettings(_Settings):
@@ -426,22 +427,241 @@ class CleanupSettings(_Settings):
     delete_lane_branches: bool
 
 
+# --------------------------------------------------------------------------- what agent CLIs are given
+# Shared with bot.edges.agents, which applies the same rules to the settings it is handed.
+
+# The variables each CLI documents for credentials, endpoints and proxies. They pass from lanebot's
+# environment to that CLI's process (and to no other) when set; `agents.<name>.env` names more.
+# Claude Code: code.claude.com/docs/en/env-vars, /amazon-bedrock, /google-vertex-ai, /network-config.
+CLAUDE_ENV: tuple[str, ...] = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_SMALL_FAST_MODEL",
+    "ANTHROPIC_DEFAULT_OPUS_MODEL",
+    "ANTHROPIC_DEFAULT_SONNET_MODEL",
+    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
+    "CLAUDE_CODE_USE_VERTEX",
+    "ANTHROPIC_VERTEX_PROJECT_ID",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "CLOUD_ML_REGION",
+    "CLAUDE_CODE_SKIP_VERTEX_AUTH",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT",
+    "CLAUDE_CODE_USE_FOUNDRY",
+    "ANTHROPIC_FOUNDRY_API_KEY",
+    "ANTHROPIC_FOUNDRY_BASE_URL",
+    "ANTHROPIC_FOUNDRY_RESOURCE",
+    "CLAUDE_CODE_CLIENT_CERT",
+    "CLAUDE_CODE_CLIENT_KEY",
+    "CLAUDE_CODE_CLIENT_KEY_PASSPHRASE",
+)
+# Every AWS_* variable (Bedrock's credentials, profile and region) and Vertex's per-model regions.
+CLAUDE_ENV_PREFIXES: tuple[str, ...] = ("AWS_", "VERTEX_REGION_")
+# Codex: OPENAI_API_KEY / CODEX_API_KEY (`codex exec` reads CODEX_API_KEY), OPENAI_BASE_URL, and
+# CODEX_CA_CERTIFICATE for a custom CA (developers.openai.com/codex; codex-rs/login, codex-rs/core).
+CODEX_ENV: tuple[str, ...] = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "CODEX_CA_CERTIFICATE")
+# Proxies and certificate authorities, which both CLIs honour.
+NETWORK_ENV: tuple[str, ...] = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)
+# lanebot's own secrets and settings: never given to an agent, even when named in agents.<name>.env.
+LANEBOT_SECRET_ENV = frozenset(
+    {
+        "APP_ID",
+        "PRIVATE_KEY",
+        "PRIVATE_KEY_PATH",
+        "WEBHOOK_SECRET",
+        "DATABASE_URL",
+        "CLIENT_ID",
+        "CLIENT_SECRET",
+        "GH_TOKEN",
+        "GH_ENTERPRISE_TOKEN",
+    }
+)
+LANEBOT_SECRET_PREFIXES = ("LANEBOT_", "GITHUB_", "WEBHOOK_")
+_GITHUB_CREDENTIAL = re.compile(r"(GITHUB|(^|_)GH_).*(TOKEN|KEY|SECRET|PAT|PASSWORD)")
+
+
+def is_lanebot_secret(name: str) -> bool:
+    """Whether `name` is one of lanebot's own settings or a GitHub credential (never given to an agent)."""
+    upper = name.upper()
+    return (
+        upper in LANEBOT_SECRET_ENV
+        or upper.startswith(LANEBOT_SECRET_PREFIXES)
+        or _GITHUB_CREDENTIAL.search(upper) is not None
+    )
+
+
+def agent_env_problem(name: object) -> str | None:
+    """Why `name` may not be listed in agents.<name>.env, or None."""
+    if not isinstance(name, str) or not _ENV_NAME.match(name):
+        return "must be the NAME of an environment variable (letters, digits and _), never its value"
+    if is_lanebot_secret(name):
+        return (
+            f"{name} is lanebot's own (its App key, webhook secret, database or a GitHub token) "
+            "and is never given to an agent"
+        )
+    return None
+
+
+def _check_agent_env(value: str) -> str:
+    problem = agent_env_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+# Permission modes of Claude Code 2.1.x that work with nobody to answer. `manual` is not a mode the
+# CLI accepts (it exits: "argument 'manual' is invalid"); `auto` needs an interactive opt-in, a plan
+# and a model that allow it, and fails headless sessions otherwise.
+CLAUDE_PERMISSION_MODES = ("acceptEdits", "bypassPermissions", "default", "dontAsk", "plan")
+CLAUDE_REFUSED_MODES = {
+    "auto": "auto mode needs an interactive opt-in and a plan and model that allow it; headless sessions fail",
+    "manual": "Claude Code has no mode `manual` (its modes: " + ", ".join(CLAUDE_PERMISSION_MODES) + ")",
+}
+
+# Options lanebot sets itself to hold a session to its permissions (read-only planning and review,
+# the lane's tools, the repository's own settings ignored); extra_args may not change them.
+CLAUDE_LOCKED_OPTIONS = frozenset(
+    {
+        "--permission-mode",
+        "--dangerously-skip-permissions",
+        "--allow-dangerously-skip-permissions",
+        "--allowedTools",
+        "--allowed-tools",
+        "--disallowedTools",
+        "--disallowed-tools",
+        "--tools",
+        "--permission-prompt-tool",
+        "--settings",
+        "--setting-sources",
+        "--add-dir",
+        "--mcp-config",
+        "--plugin-dir",
+        "--plugin-url",
+        "--agents",
+    }
+)
+CODEX_LOCKED_OPTIONS = frozenset(
+    {
+        "-s",
+        "--sandbox",
+        "--full-auto",
+        "--approve-for-me",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--dangerously-bypass-hook-trust",
+        "--add-dir",
+        "-C",
+        "--cd",
+        "-o",
+        "--output-last-message",
+    }
+)
+# `codex -c key=value` overrides of these config keys (and their tables) change the sandbox, the
+# approvals or the environment its commands get; other `-c` overrides (a model provider) are fine.
+CODEX_LOCKED_CONFIG = (
+    "sandbox_mode",
+    "sandbox_workspace_write",
+    "sandbox_permissions",
+    "approval_policy",
+    "permissions",
+    "default_permissions",
+    "shell_environment_policy",
+)
+_CONFIG_OPTIONS = ("-c", "--config")
+
+
+def locked_option(arguments: Sequence[str], locked: Collection[str], config_keys: Sequence[str] = ()) -> str | None:
+    """The first of `arguments` that is (or abbreviates, as `--opt=value` or `-sVALUE`) a locked option,
+    or a `-c key=value` override of one of `config_keys`."""
+    for index, argument in enumerate(arguments):
+        name = argument.split("=", 1)[0] if argument.startswith("--") else argument
+        short = argument[:2] if len(argument) > 2 and argument[0] == "-" and argument[1] != "-" else None
+        if name in locked or short in locked:
+            return argument
+        if not config_keys:
+            continue
+        shown = argument
+        if argument in _CONFIG_OPTIONS:
+            value = arguments[index + 1] if index + 1 < len(arguments) else ""
+            shown = f"{argument} {value}"
+        elif name in _CONFIG_OPTIONS:
+            value = argument.split("=", 1)[1]
+        elif short in _CONFIG_OPTIONS:
+            value = argument[2:]
+        else:
+            continue
+        key = value.split("=", 1)[0].strip().strip("'\"")
+        if any(key == locked_key or key.startswith(locked_key + ".") for locked_key in config_keys):
+            return shown
+    return None
+
+
+def _locked_problem(agent: str, locked: Collection[str], config_keys: Sequence[str] = ()) -> Any:
+    def check(value: list[str]) -> list[str]:
+        found = locked_option(value, locked, config_keys)
+        if found is not None:
+            raise ValueError(
+                f"{_shown(found)} changes what the {agent} session may do (permissions, sandbox, tools or "
+                "settings), which lanebot sets itself: read-only steps must stay read-only; "
+                f"use agents.{agent}'s own keys instead"
+            )
+        return value
+
+    return check
+
+
+def _refuse_headless_failing_modes(value: object) -> object:
+    if isinstance(value, str) and value in CLAUDE_REFUSED_MODES:
+        raise ValueError(
+            f"{value!r} does not work headless: {CLAUDE_REFUSED_MODES[value]}; "
+            f"choose one of {', '.join(CLAUDE_PERMISSION_MODES)}"
+        )
+    return value
+
+
+AgentEnv = list[Annotated[str, AfterValidator(_check_agent_env)]]
+
+
 class ClaudeSettings(_Settings):
     binary: NonEmpty
-    permission_mode: Literal["default", "manual", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions"]
+    permission_mode: Annotated[
+        Literal["acceptEdits", "bypassPermissions", "default", "dontAsk", "plan"],
+        BeforeValidator(_refuse_headless_failing_modes),
+    ]
     model: NonEmpty | None
-    extra_args: list[str]
+    extra_args: Annotated[list[str], AfterValidator(_locked_problem("claude", CLAUDE_LOCKED_OPTIONS))]
+    env: AgentEnv
 
 
 class CodexSettings(_Settings):
     binary: NonEmpty
     sandbox: Literal["read-only", "workspace-write", "danger-full-access"]
     model: NonEmpty | None
-    extra_args: list[str]
+    extra_args: Annotated[
+        list[str], AfterValidator(_locked_problem("codex", CODEX_LOCKED_OPTIONS, CODEX_LOCKED_CONFIG))
+    ]
+    env: AgentEnv
 
 
 class CommandSettings(_Settings):
     argv: list[NonEmpty]
+    env: AgentEnv
 
 
 class RecipeSettings(_Settings):
@@ -459,6 +679,7 @@ class HttpSettings(_Settings):
     url: Annotated[str, AfterValidator(_check_url)] | None
     model: NonEmpty | None
     api_key_env: Annotated[str, AfterValidator(_check_env_name)] | None
+    max_tokens: Count
 
     @property
     def endpoint(self) -> str:

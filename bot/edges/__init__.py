@@ -1,4 +1,4 @@
-"""The I/O adapters: settings, GitHub, git, the agents, the database, the executor, the workflow's files.
+"""The I/O adapters: settings, GitHub, git, the agents, the database, the executor, the workflow's files, the jail.
 
 Each is a module or package of its own behind a small interface, and none imports another (an
 import-linter contract in pyproject.toml): what joins them is a step in bot/runner. They may import

@@ -69,6 +69,10 @@ class Settings:
     max_lanes: int = 8
     max_runs_per_repo: int = 2
     recover_deliveries: bool = False
+    # Run checks and verify as plain processes when bubblewrap does not work here (LANEBOT_UNJAILED=1).
+    unjailed: bool = False
+    # More host folders the jail shows read-only (LANEBOT_JAIL_READ_ONLY, separated by `:`), e.g. a toolchain.
+    jail_read_only: tuple[Path, ...] = ()
 
     @classmethod
     def load(
@@ -96,6 +100,8 @@ class Settings:
             max_lanes=reader.integer("LANEBOT_MAX_LANES", 8, low=1),
             max_runs_per_repo=reader.integer("LANEBOT_MAX_RUNS_PER_REPO", 2, low=1),
             recover_deliveries=reader.boolean("LANEBOT_RECOVER_DELIVERIES", False),
+            unjailed=reader.boolean("LANEBOT_UNJAILED", False),
+            jail_read_only=reader.absolute_paths("LANEBOT_JAIL_READ_ONLY"),
         )
         if problems:
             raise SettingsError(problems)
@@ -271,6 +277,14 @@ class _Reader:
             self.problem(name, f"{name} must be 0 or 1, not {raw!r}")
             return default
         return raw in _TRUE
+
+    def absolute_paths(self, name: str) -> tuple[Path, ...]:
+        paths = tuple(Path(part) for part in self.get(name, "").split(os.pathsep) if part.strip())
+        relative = [str(path) for path in paths if not path.is_absolute()]
+        if relative:
+            self.problem(name, f"{name} must list absolute paths separated by {os.pathsep!r}, not {relative[0]!r}")
+            return ()
+        return paths
 
     def log_level(self) -> str:
         raw = self.get("LOG_LEVEL", "info").lower()

@@ -49,6 +49,7 @@ from bot.render.checks import verify_report
 from bot.render.prompts import render_prompt
 from bot.render.pull_request import PR_BODY_LIMIT, LaneSummary, pr_body, split_pr_text
 from bot.runner.context import JobsContext, RunnerContext, RuntimeContext
+from bot.runner.jailing import command_jail, jail_problem
 from bot.runner.lanes import FailureKind, LaneFailure, ScriptResult, is_ancestor, remote_sha, run_script
 from bot.runner.review import queue as review_queue
 from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
@@ -306,6 +307,18 @@ class _Integration:
         self.verify_runs = 0
 
     async def run(self) -> None:
+        refused = await jail_problem(self.rt.context.settings)
+        if refused is not None:  # before the integrate session: verify could not run after it
+            target = transition(RunState.INTEGRATING, Event.INTEGRATE_FAILED)
+            await db(
+                store.transition,
+                self.rt.engine,
+                self.rt.run.id,
+                RunState.INTEGRATING.value,
+                target.value,
+                error=refused,
+            )
+            return
         mirror = self.rt.mirror
         await mirror.fetch()
         pushed = await remote_sha(mirror, self.branch)
@@ -411,12 +424,14 @@ class _Integration:
             title="verify is running",
             summary=f"`{self.settings.verify}` runs on the joined branch `{self.branch}`.",
         )
+        name = f"verify-{self.verify_runs}"
         result = await run_script(
             self.settings.verify,
-            script=self.rt.script_path(f"verify-{self.verify_runs}"),
+            script=self.rt.script_path(name),
             cwd=self.worktree.path,
             timeout=float(self.settings.verify_timeout),
             env={"LANEBOT_RUN": str(self.rt.run.id)},
+            jail=await command_jail(self.rt, worktree=self.worktree.path, name=name),
         )
         await finish_check(
             self.rt.client,

@@ -16,7 +16,9 @@ An attempt (`run_lane`, one executor job identified by run, unit and attempt num
 5. ownership: every path changed since the base must match the unit's `files`; lanebot's
    scratch (`.lanebot/`) and `.github/workflows/` are refused unless `files` names them;
 6. the unit's `check`, written to a file outside the worktree and run as `sh <file>` in it,
-   with the lane's timeout; the tail of its output is kept;
+   in a jail (bot.runner.jailing: no network unless `build.network`), with the lane's timeout;
+   the tail of its output is kept. Without a working jail (and no LANEBOT_UNJAILED=1) the
+   attempt fails before its agent starts, saying why and how to install bubblewrap;
 7. the lane branch pushed (also after a failure, so the next attempt and humans see it), the
    head recorded, the check run `lanebot / <unit>` completed; a failure that leaves no retry
    offers the check run's `Retry lane` button.
@@ -34,7 +36,7 @@ import enum
 import json
 import logging
 from collections.abc import Awaitable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +49,13 @@ from bot.edges.agents.process import child_environment, stop_process_group
 from bot.edges.executor import Job
 from bot.edges.git import Mirror, RefNotFound, Worktree, git
 from bot.edges.github.checks import finish_check, start_check
+from bot.edges.jail import JailPolicy, bwrap_argv, find_bwrap
 from bot.edges.store import runs as store
 from bot.edges.store.models import Lane, utc_now
 from bot.render.checks import lane_report
 from bot.render.prompts import render_prompt
 from bot.runner.context import RuntimeContext
+from bot.runner.jailing import JailRefused, command_jail, jail_environment, jail_problem
 from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -200,18 +204,32 @@ class ScriptResult:
         return f"{what} exited with status {self.exit_status}"
 
 
-async def run_script(text: str, *, script: Path, cwd: Path, timeout: float, env: Mapping[str, str]) -> ScriptResult:
+async def run_script(
+    text: str, *, script: Path, cwd: Path, timeout: float, env: Mapping[str, str], jail: JailPolicy | None
+) -> ScriptResult:
     """Write `text` to `script` and run `sh <script>` in `cwd`, in its own process group.
 
     Agent-written commands reach the shell only this way, never spliced into a command line.
-    On a timeout or a cancellation the whole process group is stopped.
+    With a `jail` (bot.runner.jailing.command_jail) it runs inside it, `script` bound read-only
+    and `env` (over the harmless part of lanebot's environment) all it gets; None runs it as a
+    plain process (the operator opted out of the jail, or a test). On a timeout or a cancellation
+    the whole process group is stopped, and with it the jail and everything in it.
     """
     await asyncio.to_thread(_write_script, script, text)
+    if jail is None:
+        argv, process_env = ["sh", str(script)], child_environment(env)
+    else:
+        policy = replace(
+            jail, read_only=(*jail.read_only, script.absolute()), env=jail_environment(env), cwd=cwd.absolute()
+        )
+        bwrap = find_bwrap()
+        if bwrap is None:
+            raise JailRefused("bubblewrap (bwrap) is not installed")
+        argv, process_env = bwrap_argv(policy, ["sh", str(script.absolute())], bwrap=bwrap), policy.environment()
     process = await asyncio.create_subprocess_exec(
-        "sh",
-        str(script),
+        *argv,
         cwd=cwd,
-        env=child_environment(env),
+        env=process_env,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
@@ -386,6 +404,9 @@ class _Attempt:
         base = self.lane.base_sha
         if base is None:
             raise RuntimeError(f"lane {self.unit.id!r} has no base commit recorded; it was not started by reconcile")
+        refused = await jail_problem(self.rt.context.settings)
+        if refused is not None:  # before the agent: its work could not be checked
+            return _Outcome(failure=LaneFailure(FailureKind.ERROR, refused, self.attempt))
         await mirror.fetch()
         pushed = await remote_sha(mirror, self.branch)
         start = pushed if pushed and self.attempt > 1 and await is_ancestor(mirror, base, pushed) else base
@@ -469,12 +490,14 @@ class _Attempt:
                 paths=tuple(offending),
             )
             return None
+        name = f"{self.unit.id}-attempt-{self.attempt}"
         check = await run_script(
             self.unit.check,
-            script=self.rt.script_path(f"{self.unit.id}-attempt-{self.attempt}"),
+            script=self.rt.script_path(name),
             cwd=worktree.path,
             timeout=float(self.rt.workflow.build.timeout),
             env=self._env(),
+            jail=await command_jail(self.rt, worktree=worktree.path, name=name),
         )
         if not check.ok:
             outcome.failure = LaneFailure(

@@ -6,7 +6,10 @@ Environment (the tests pass it through `AgentRequest.env`):
   FAKE_REPLAY   print this file's lines on stdout, one by one
   FAKE_EXIT     exit with this status after replaying (default 0)
   FAKE_PIDFILE  where `hang`, `hang-ignoring-term` and `orphan` write the pid of the child they spawn
-  FAKE_MODE     replay (default) | crash | hang | hang-ignoring-term | orphan | noise | huge
+  FAKE_MODE     replay (default) | crash | hang | hang-ignoring-term | orphan | noise | huge | bulk
+                | replay-then-hang (prints the whole replay, a final result included, then never exits)
+  FAKE_LAST_MESSAGE  write this text to the file named by `--output-last-message` (as Codex does)
+  FAKE_BULK_LINES    how many lines `bulk` prints (default 1000)
 """
 
 import json
@@ -24,6 +27,19 @@ RECORDED_ENV = (
     "WEBHOOK_SECRET",
     "GITHUB_TOKEN",
     "AGENT_TOKEN",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "AWS_REGION",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "CODEX_API_KEY",
+    "HTTPS_PROXY",
+    "NODE_EXTRA_CA_CERTS",
+    "IS_SANDBOX",
+    "DATABASE_URL",
+    "PRIVATE_KEY",
+    "EXTRA_NAMED_VAR",
 )
 
 
@@ -53,14 +69,32 @@ def main() -> int:
             print(line, flush=True)
         print("a warning on stderr", file=sys.stderr, flush=True)
         return 0
+    if mode == "bulk":
+        for index in range(int(os.environ.get("FAKE_BULK_LINES", "1000"))):
+            print(json.dumps({"type": "bulk", "n": index, "pad": "p" * 100}), flush=True)
+        print('{"type":"result","subtype":"success","is_error":false,"result":"after the bulk"}', flush=True)
+        return 0
     if mode == "huge":
         print("x" * 5000, flush=True)
         print('{"type":"after","n":1}', flush=True)
         return 0
     replay()
+    write_last_message()
     if mode == "orphan":
         spawn_child()
+    if mode == "replay-then-hang":
+        spawn_child()
+        while True:
+            time.sleep(1000)
     return int(os.environ.get("FAKE_EXIT", "0"))
+
+
+def write_last_message() -> None:
+    text = os.environ.get("FAKE_LAST_MESSAGE")
+    if text is None or "--output-last-message" not in sys.argv:
+        return
+    with open(sys.argv[sys.argv.index("--output-last-message") + 1], "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def record(prompt: str) -> None:

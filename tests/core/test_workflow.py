@@ -59,6 +59,7 @@ def test_the_default_file_loads_with_the_documented_defaults():
     assert (workflow.build.schedule, workflow.build.max_lanes) == ("barrier", 4)
     assert (workflow.build.max_retries, workflow.build.timeout) == (2, 30 * 60)
     assert (workflow.build.on_conflict, workflow.build.resolver_prompt) == ("block", "resolve.md.j2")
+    assert workflow.build.network is False  # checks and verify run in a jail without a network
     assert (workflow.integrate.verify, workflow.integrate.max_retries) == ("make test", 1)
     assert workflow.pull_request.draft is True
     assert (workflow.fix.agent, workflow.fix.prompt, workflow.fix.max_retries, workflow.fix.timeout) == (
@@ -217,13 +218,13 @@ def test_deep_merge_changes_neither_input():
             {"build": {"shedule": "eager"}},
             f"{REPO}: build.shedule: unknown key; did you mean schedule? (known: "
             "schedule, max_lanes, agent, prompt, max_retries, timeout, on_conflict, "
-            "resolver_prompt)",
+            "resolver_prompt, network)",
         ),
         ({"trigger": {"labels": ["x"]}}, f"{REPO}: trigger.labels: unknown key; did you mean label? (known: label)"),
         (
             {"agents": {"claude": {"modle": "opus"}}},
             f"{REPO}: agents.claude.modle: unknown key; did you mean model? "
-            "(known: binary, permission_mode, model, extra_args)",
+            "(known: binary, permission_mode, model, extra_args, env)",
         ),
         (
             {"agents": {"recipe": {"strict": True}}},
@@ -246,6 +247,7 @@ def test_an_unknown_key_at_any_level_is_named_with_its_path_and_file(override, e
         ({"build": {"max_lanes": 0}}, "build.max_lanes: must be at least 1 (got 0)"),
         ({"plan": {"max_retries": -1}}, "plan.max_retries: must be at least 0 (got -1)"),
         ({"pull_request": {"draft": "yes"}}, "pull_request.draft: must be true or false (got 'yes')"),
+        ({"build": {"network": "on"}}, "build.network: must be true or false (got 'on')"),
         ({"integrate": {"verify": 7}}, "integrate.verify: must be text (got 7)"),
         ({"agents": {"claude": {"model": 4}}}, "agents.claude.model: must be text (got 4)"),
         ({"build": "fast"}, "build: must be a mapping of settings (got 'fast')"),
@@ -1124,3 +1126,104 @@ def test_the_default_workflow_ships_inside_the_package_so_a_built_wheel_has_it()
     patterns = tomllib.loads((package.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["*"]
     files = [path for path in folder.rglob("*") if path.is_file()]
     assert files and all(any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns) for path in files)
+
+
+# ------------------------------------------------------------------ what the agent CLIs are given
+
+
+def host_problems(agents: dict) -> tuple[str, ...]:
+    with pytest.raises(WorkflowError) as caught:
+        load_workflow(host_overrides=[("host", {"agents": agents})])
+    return caught.value.problems
+
+
+def test_the_agents_env_lists_default_to_empty_and_the_host_may_name_more():
+    assert load_workflow().agents.claude.env == []
+    workflow = load_workflow(host_overrides=[("host", {"agents": {"codex": {"env": ["CORP_PROXY_TOKEN"]}}})])
+    assert workflow.agents.codex.env == ["CORP_PROXY_TOKEN"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "WEBHOOK_SECRET",
+        "PRIVATE_KEY",
+        "PRIVATE_KEY_PATH",
+        "DATABASE_URL",
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "LANEBOT_WORKDIR",
+        "MY_GITHUB_PAT",
+    ],
+)
+def test_lanebot_own_secrets_are_refused_in_agents_env_even_by_the_host(name):
+    (problem,) = host_problems({"claude": {"env": [name]}})
+    assert problem.startswith(f"host: agents.claude.env[0]: {name} is lanebot's own")
+    assert "never given to an agent" in problem
+
+
+def test_an_agents_env_entry_must_be_a_name_and_is_not_echoed():
+    (problem,) = host_problems({"command": {"env": ["sk-ant-pasted value"]}})
+    assert "must be the NAME of an environment variable" in problem
+    assert "sk-ant" not in problem
+
+
+def test_a_repository_may_not_name_variables_for_the_agents():
+    problems = problems_of({"agents": {"claude": {"env": ["ANYTHING"]}}})
+    assert problems == (
+        f"{REPO}: agents.claude.env: set by the lanebot host, not by a repository "
+        "(a repository may choose each step's agent and agents.<name>.model)",
+    )
+
+
+@pytest.mark.parametrize("mode", ["auto", "manual"])
+def test_permission_modes_that_fail_headless_are_refused_with_the_reason(mode):
+    (problem,) = host_problems({"claude": {"permission_mode": mode}})
+    assert problem.startswith(f"host: agents.claude.permission_mode: '{mode}' does not work headless")
+    assert "choose one of acceptEdits, bypassPermissions, default, dontAsk, plan" in problem
+
+
+@pytest.mark.parametrize(
+    ("agent", "extra_args"),
+    [
+        ("claude", ["--permission-mode", "bypassPermissions"]),
+        ("claude", ["--dangerously-skip-permissions"]),
+        ("claude", ["--allowedTools=Bash,Edit"]),
+        ("claude", ["--setting-sources", "project"]),
+        ("claude", ["--settings", "/tmp/s.json"]),
+        ("codex", ["--sandbox", "danger-full-access"]),
+        ("codex", ["-sdanger-full-access"]),
+        ("codex", ["--dangerously-bypass-approvals-and-sandbox"]),
+        ("codex", ["-c", "sandbox_workspace_write.network_access=true"]),
+        ("codex", ["--config=approval_policy=never"]),
+    ],
+)
+def test_extra_args_may_not_change_permissions_sandbox_or_tools(agent, extra_args):
+    (problem,) = host_problems({agent: {"extra_args": extra_args}})
+    assert problem.startswith(f"host: agents.{agent}.extra_args: ")
+    assert f"changes what the {agent} session may do" in problem
+
+
+def test_extra_args_that_do_not_touch_permissions_are_fine():
+    workflow = load_workflow(
+        host_overrides=[
+            (
+                "host",
+                {
+                    "agents": {
+                        "claude": {"extra_args": ["--max-turns", "40"]},
+                        "codex": {"extra_args": ["-c", 'model_provider="local"', "--ephemeral"]},
+                    }
+                },
+            )
+        ]
+    )
+    assert workflow.agents.codex.extra_args == ["-c", 'model_provider="local"', "--ephemeral"]
+
+
+def test_the_http_answer_limit_the_error_message_names_is_a_setting():
+    assert load_workflow().agents.http.max_tokens == 8192
+    workflow = load_workflow(host_overrides=[("host", {"agents": {"http": {"max_tokens": 20000}}})])
+    assert workflow.agents.http.max_tokens == 20000
+    (problem,) = host_problems({"http": {"max_tokens": 0}})
+    assert problem == "host: agents.http.max_tokens: must be at least 1 (got 0)"

@@ -15,6 +15,7 @@ import pytest
 from bot.demo.plan import UNITS, issue_body
 from bot.demo.runner import repository_config
 from bot.demo.stack import Stack
+from tests.e2e.conftest import shared_folder
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +148,7 @@ def test_approve_from_a_reader_is_refused_and_nothing_runs(stack):
 
 
 def test_a_failing_check_blocks_the_run_and_retry_resumes_it(stack, tmp_path):
-    gate_file = tmp_path / "allow-check"
+    gate_file = shared_folder(tmp_path) / "allow-check"
     units = [recipe_unit("only", r"^notes\.txt$", {"notes.txt": "hello\n"}, check=f"test -e {gate_file}")]
     number = open_and_label(stack, plan_body(units), cfg=config(max_retries=0))
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
@@ -246,7 +247,7 @@ def test_lanebot_killed_while_lanes_run_finishes_after_a_restart(stack):
 
 
 def test_rerequesting_a_failed_lanes_check_run_retries_that_lane(stack, tmp_path):
-    gate_file = tmp_path / "allow-check"
+    gate_file = shared_folder(tmp_path) / "allow-check"
     units = [recipe_unit("only", r"^notes\.txt$", {"notes.txt": "hello\n"}, check=f"test -e {gate_file}")]
     number = open_and_label(stack, plan_body(units), cfg=config(max_retries=0))
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")

@@ -26,6 +26,7 @@ from bot.edges.store.db import make_engine, session
 from bot.edges.store.models import Delivery
 from bot.runner.cleanup import mirror_paths, run_paths
 from bot.runner.plan import issue_run
+from tests.e2e.conftest import shared_folder
 from tests.e2e.test_end_to_end import (
     MAINTAINER,
     REPO,
@@ -128,7 +129,7 @@ def branches(stack: Stack) -> set[str]:
 
 
 def test_retry_lane_on_a_failed_lanes_check_run_retries_it_and_a_non_approvers_click_is_ignored(stack, tmp_path):
-    allow = tmp_path / "allow-check"
+    allow = shared_folder(tmp_path) / "allow-check"
     units = [recipe_unit("only", r"^notes\.txt$", {"notes.txt": "hello\n"}, check=f"test -e {allow}")]
     number = open_and_label(stack, plan_body(units), cfg=config())
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
@@ -155,7 +156,7 @@ def test_retry_lane_on_a_failed_lanes_check_run_retries_it_and_a_non_approvers_c
 
 
 def test_rerun_verify_and_githubs_rerun_run_the_integrate_step_and_verify_again(stack, tmp_path):
-    allow = tmp_path / "allow-verify"
+    allow = shared_folder(tmp_path) / "allow-verify"
     units = [recipe_unit("only", r"^notes\.txt$", {"notes.txt": "hello\n"})]
     number = open_and_label(stack, plan_body(units), cfg=config(verify=f"test -e {allow}"))
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")

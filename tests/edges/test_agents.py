@@ -22,9 +22,11 @@ import httpx
 import pytest
 import respx
 
+from bot.core.workflow import CLAUDE_ENV, CLAUDE_ENV_PREFIXES, NETWORK_ENV
 from bot.edges.agents import AGENT_NAMES, AgentConfigError, AgentNotFound, AgentRequest, make_agent
 from bot.edges.agents import process as agent_process
-from bot.edges.agents.claude import ClaudeAgent, ClaudeSettings, ClaudeStreamParser
+from bot.edges.agents import transcript as agent_transcript
+from bot.edges.agents.claude import ClaudeAgent, ClaudeSettings, ClaudeStreamParser, claude_argv
 from bot.edges.agents.codex import CodexAgent, CodexSettings, CodexStreamParser
 from bot.edges.agents.recipe import parse_recipe
 
@@ -190,7 +192,18 @@ def test_claude_gets_the_prompt_on_stdin_and_never_in_argv(bench: Bench) -> None
 
     recorded = bench.recorded()
     assert recorded["stdin"] == PROMPT
-    assert recorded["argv"] == ["-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"]
+    assert recorded["argv"] == [
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--setting-sources",
+        "user",
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "Bash",
+    ]
     assert not any("PROMPT-MARKER" in argument for argument in recorded["argv"])
     assert Path(recorded["cwd"]).resolve() == bench.cwd.resolve()
     (start,) = bench.annotations("start")
@@ -211,6 +224,8 @@ def test_claude_settings_choose_mode_model_and_extra_arguments(bench: Bench) -> 
         "--output-format",
         "stream-json",
         "--verbose",
+        "--setting-sources",
+        "user",
         "--permission-mode",
         "bypassPermissions",
         "--model",
@@ -218,6 +233,7 @@ def test_claude_settings_choose_mode_model_and_extra_arguments(bench: Bench) -> 
         "--max-turns",
         "40",
     ]
+    assert bench.recorded()["env"]["IS_SANDBOX"] == "1"
 
 
 def test_claude_read_only_runs_in_plan_mode_with_editing_and_shell_tools_denied(bench: Bench) -> None:
@@ -309,7 +325,11 @@ def test_codex_reads_the_prompt_from_stdin_via_dash_and_writes_in_a_workspace_sa
     run(make_agent("codex", {}).run(bench.request(bench.env(replay="codex_exec_file_change.jsonl"))))
 
     recorded = bench.recorded()
-    assert recorded["argv"] == ["exec", "--json", "--sandbox", "workspace-write", "-"]
+    argv = recorded["argv"]
+    assert argv[:4] == ["exec", "--json", "--sandbox", "workspace-write"]
+    assert argv[4] == "--output-last-message" and not Path(argv[5]).is_relative_to(bench.root)
+    assert argv[6:] == ["-"]
+    assert not Path(argv[5]).parent.exists()  # the folder of the last message is removed afterwards
     assert recorded["stdin"] == PROMPT
 
 
@@ -318,16 +338,10 @@ def test_codex_read_only_uses_the_read_only_sandbox_and_the_configured_model(ben
     agent = make_agent("codex", SimpleNamespace(binary="codex", model="gpt-5-codex", extra_args=["--ephemeral"]))
     result = run(agent.run(bench.request(bench.env(replay="codex_exec_file_change.jsonl"), read_only=True)))
 
-    assert bench.recorded()["argv"] == [
-        "exec",
-        "--json",
-        "--model",
-        "gpt-5-codex",
-        "--sandbox",
-        "read-only",
-        "--ephemeral",
-        "-",
-    ]
+    argv = bench.recorded()["argv"]
+    assert argv[:6] == ["exec", "--json", "--model", "gpt-5-codex", "--sandbox", "read-only"]
+    assert argv[6] == "--output-last-message"
+    assert argv[8:] == ["--ephemeral", "-"]
     assert result.final_message.startswith("Created `new.txt`")
 
 
@@ -562,7 +576,9 @@ def test_agent_environment_is_minimal_plus_the_request_env(bench: Bench, monkeyp
     recorded = bench.recorded()
     assert "WEBHOOK_SECRET" not in recorded["env"] and "GITHUB_TOKEN" not in recorded["env"]
     assert recorded["env"]["AGENT_TOKEN"] == "given-on-purpose"
-    assert set(recorded["env_names"]) <= set(agent_process.INHERITED_ENV) | set(env) | {"PWD", "SHLVL", "_"}
+    assert set(recorded["env_names"]) <= set(agent_process.INHERITED_ENV) | set(env) | {"PWD", "SHLVL", "_"} | set(
+        CLAUDE_ENV
+    ) | set(NETWORK_ENV) | {name for name in os.environ if name.startswith(CLAUDE_ENV_PREFIXES)}
     assert "given-on-purpose" not in bench.transcript.read_text()
 
 
@@ -892,7 +908,7 @@ def test_a_misspelt_setting_is_refused_instead_of_ignored() -> None:
 
 
 def test_settings_are_validated_with_the_allowed_values_named() -> None:
-    with pytest.raises(AgentConfigError, match="permission_mode must be one of default, acceptEdits, plan"):
+    with pytest.raises(AgentConfigError, match="permission_mode must be one of acceptEdits, bypassPermissions"):
         make_agent("claude", {"permission_mode": "yolo"})
     with pytest.raises(AgentConfigError, match="extra_args must be a list of strings"):
         make_agent("codex", {"extra_args": "--ephemeral"})
@@ -914,3 +930,277 @@ def test_settings_may_be_an_object_with_attributes() -> None:
 def test_an_agent_request_needs_a_positive_timeout(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="positive number of seconds"):
         AgentRequest(prompt="p", cwd=tmp_path, transcript=tmp_path / "t.jsonl", timeout=0)
+
+
+# --- credentials, endpoints and proxies ------------------------------------------------------------
+
+
+def set_host_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lanebot's environment as a host holding both CLIs' credentials and its own secrets has it."""
+    for name, value in {
+        "ANTHROPIC_API_KEY": "sk-ant-for-claude",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/anthropic",
+        "CLAUDE_CODE_OAUTH_TOKEN": "oauth-for-claude",
+        "AWS_REGION": "eu-west-1",
+        "OPENAI_API_KEY": "sk-for-codex",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/openai",
+        "CODEX_API_KEY": "codex-key",
+        "HTTPS_PROXY": "http://proxy.internal:3128",
+        "NODE_EXTRA_CA_CERTS": "/etc/ssl/corp.pem",
+        "WEBHOOK_SECRET": "app-secret-never-for-agents",
+        "DATABASE_URL": "postgresql://lanebot:pw@db/lanebot",
+        "PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----",
+        "GITHUB_TOKEN": "ghs_never_for_agents",
+        "EXTRA_NAMED_VAR": "named-in-settings",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+LANEBOT_OWN = {"WEBHOOK_SECRET", "DATABASE_URL", "PRIVATE_KEY", "GITHUB_TOKEN"}
+
+
+def test_claude_gets_the_credentials_endpoints_and_proxies_claude_code_documents_and_nothing_of_codex(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_host_environment(monkeypatch)
+    bench.install("claude")
+    run(make_agent("claude", {}).run(bench.request(bench.env(replay="claude_stream_success.jsonl"))))
+
+    env = bench.recorded()["env"]
+    assert env["ANTHROPIC_API_KEY"] == "sk-ant-for-claude"
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9/anthropic"
+    assert env["CLAUDE_CODE_OAUTH_TOKEN"] == "oauth-for-claude"
+    assert env["AWS_REGION"] == "eu-west-1"
+    assert env["HTTPS_PROXY"] == "http://proxy.internal:3128"
+    assert env["NODE_EXTRA_CA_CERTS"] == "/etc/ssl/corp.pem"
+    assert not {"OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "EXTRA_NAMED_VAR"} & set(env)
+    assert not LANEBOT_OWN & set(env)
+    (start,) = bench.annotations("start")
+    assert "ANTHROPIC_API_KEY" in start["env"]
+    assert "sk-ant-for-claude" not in bench.transcript.read_text()
+
+
+def test_codex_gets_the_credentials_endpoints_and_proxies_codex_documents_and_nothing_of_claude(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_host_environment(monkeypatch)
+    bench.install("codex")
+    run(make_agent("codex", {}).run(bench.request(bench.env(replay="codex_exec_command.jsonl"))))
+
+    env = bench.recorded()["env"]
+    assert (env["OPENAI_API_KEY"], env["OPENAI_BASE_URL"], env["CODEX_API_KEY"]) == (
+        "sk-for-codex",
+        "http://127.0.0.1:9/openai",
+        "codex-key",
+    )
+    assert env["HTTPS_PROXY"] == "http://proxy.internal:3128"
+    assert not {"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "AWS_REGION"} & set(env)
+    assert not LANEBOT_OWN & set(env)
+
+
+def test_agents_env_names_more_variables_and_the_command_agent_gets_only_those(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_host_environment(monkeypatch)
+    bench.install("my-agent")
+    run(
+        make_agent("command", {"argv": ["my-agent"], "env": ["EXTRA_NAMED_VAR"]}).run(
+            bench.request(bench.env(replay="claude_stream_success.jsonl"))
+        )
+    )
+
+    env = bench.recorded()["env"]
+    assert env["EXTRA_NAMED_VAR"] == "named-in-settings"
+    assert not {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "HTTPS_PROXY"} & set(env)
+    assert not LANEBOT_OWN & set(env)
+
+
+@pytest.mark.parametrize("name", ["WEBHOOK_SECRET", "PRIVATE_KEY_PATH", "DATABASE_URL", "GH_TOKEN", "LANEBOT_X"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "command"])
+def test_lanebot_own_secrets_are_refused_when_named_in_agents_env(agent: str, name: str) -> None:
+    options: dict[str, Any] = {"env": [name]} | ({"argv": ["x"]} if agent == "command" else {})
+    with pytest.raises(AgentConfigError, match=rf"agents.{agent}.env\[0\]: {name} is lanebot's own"):
+        make_agent(agent, options)
+
+
+def test_lanebot_own_secrets_never_pass_even_if_a_caller_names_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_host_environment(monkeypatch)
+    passed = agent_process.passed_through(["WEBHOOK_SECRET", "GITHUB_TOKEN", "EXTRA_NAMED_VAR"], ("DATABASE_",))
+    assert passed == {"EXTRA_NAMED_VAR": "named-in-settings"}
+
+
+# --- a session that printed its result and then does not exit -------------------------------------
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="reads process states from /proc")
+def test_claude_that_prints_its_result_and_never_exits_is_finished_by_its_result_not_timed_out(bench: Bench) -> None:
+    bench.install("claude")
+    agent = ClaudeAgent(ClaudeSettings(), grace_s=0.5, result_grace_s=0.3)
+    started: list[int] = []
+
+    result = run(
+        agent.run(
+            bench.request(bench.env(mode="replay-then-hang", replay="claude_stream_success.jsonl"), timeout=60),
+            on_start=started.append,
+        )
+    )
+
+    assert result.ok, result.error
+    assert not result.timed_out and result.exit_status is None
+    assert result.final_message == "ABRACADABRA"
+    assert not is_running(int(bench.pidfile.read_text()))
+    assert live_members_of_group(started[0]) == []
+    assert not bench.annotations("timeout")
+    assert any("did not exit within 0.3 s" in note["text"] for note in bench.annotations("note"))
+    (exit_event,) = bench.annotations("exit")
+    assert exit_event["duration_s"] < 30
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="reads process states from /proc")
+def test_an_error_result_followed_by_a_hang_is_that_error_not_a_timeout(bench: Bench) -> None:
+    bench.install("claude")
+    agent = ClaudeAgent(ClaudeSettings(), grace_s=0.5, result_grace_s=0.3)
+    request = bench.request(
+        bench.env(mode="replay-then-hang", replay="claude_stream_error_during_execution.jsonl"), timeout=60
+    )
+
+    result = run(agent.run(request))
+
+    assert not result.ok and not result.timed_out
+    assert "error_during_execution" in result.error
+
+
+# --- permissions, tools and the repository's own settings ------------------------------------------
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_claude_never_loads_the_repositorys_own_settings(read_only: bool) -> None:
+    argv = claude_argv(ClaudeSettings(), read_only=read_only)
+    assert argv[argv.index("--setting-sources") + 1] == "user"
+
+
+def test_a_lane_in_the_default_mode_may_edit_and_run_its_check() -> None:
+    argv = claude_argv(ClaudeSettings(), read_only=False)
+    assert argv[argv.index("--permission-mode") + 1] == "acceptEdits"
+    assert argv[argv.index("--allowedTools") + 1] == "Bash"
+
+
+def test_read_only_sessions_allow_no_tool_and_get_no_sandbox_flag(bench: Bench) -> None:
+    settings = ClaudeSettings(permission_mode="bypassPermissions")
+    argv = claude_argv(settings, read_only=True)
+    assert "--allowedTools" not in argv
+    assert argv[argv.index("--permission-mode") + 1] == "plan"
+    bench.install("claude")
+    run(ClaudeAgent(settings).run(bench.request(bench.env(replay="claude_stream_success.jsonl"), read_only=True)))
+    assert "IS_SANDBOX" not in bench.recorded()["env"]
+
+
+@pytest.mark.parametrize("mode", ["auto", "manual"])
+def test_claude_modes_that_fail_headless_are_refused(mode: str) -> None:
+    with pytest.raises(AgentConfigError, match=rf"permission_mode '{mode}' does not work headless"):
+        make_agent("claude", {"permission_mode": mode})
+
+
+@pytest.mark.parametrize(
+    ("agent", "extra_args"),
+    [
+        ("claude", ["--permission-mode", "acceptEdits"]),
+        ("claude", ["--dangerously-skip-permissions"]),
+        ("claude", ["--tools", "default"]),
+        ("claude", ["--disallowed-tools="]),
+        ("claude", ["--add-dir", "/"]),
+        ("codex", ["--sandbox=danger-full-access"]),
+        ("codex", ["-s", "workspace-write"]),
+        ("codex", ["--full-auto"]),
+        ("codex", ["-c", "sandbox_mode=danger-full-access"]),
+        ("codex", ["-cshell_environment_policy.inherit=all"]),
+        ("codex", ["--output-last-message", "/tmp/elsewhere"]),
+    ],
+)
+def test_extra_args_cannot_undo_read_only_mode(agent: str, extra_args: list[str]) -> None:
+    with pytest.raises(AgentConfigError, match=rf"agents.{agent}.extra_args: .* changes what the {agent} session"):
+        make_agent(agent, {"extra_args": extra_args})
+
+
+# --- codex: its sandbox and its last message -------------------------------------------------------
+
+
+def test_codex_runs_lanes_in_the_configured_sandbox_and_planning_read_only(bench: Bench) -> None:
+    bench.install("codex")
+    agent = make_agent("codex", SimpleNamespace(binary="codex", sandbox="danger-full-access", model=None))
+    for read_only, expected in ((False, "danger-full-access"), (True, "read-only")):
+        run(agent.run(bench.request(bench.env(replay="codex_exec_file_change.jsonl"), read_only=read_only)))
+        argv = bench.recorded()["argv"]
+        assert argv[argv.index("--sandbox") + 1] == expected
+
+
+def test_codex_sandbox_is_validated() -> None:
+    with pytest.raises(AgentConfigError, match="agents.codex.sandbox must be one of read-only, workspace-write"):
+        make_agent("codex", {"sandbox": "none"})
+
+
+def test_codex_final_message_dropped_from_the_stream_is_read_from_its_last_message_file(bench: Bench) -> None:
+    stream = bench.root / "dropped.jsonl"
+    stream.write_text(
+        '{"type":"thread.started","thread_id":"t"}\n{"type":"turn.started"}\n'
+        '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":3}}\n'
+    )
+    bench.install("codex")
+    env = {**bench.env(), "FAKE_REPLAY": str(stream), "FAKE_LAST_MESSAGE": "the final answer, from the file"}
+
+    result = run(make_agent("codex", {}).run(bench.request(env)))
+
+    assert result.ok, result.error
+    assert result.final_message == "the final answer, from the file"
+
+
+# --- transcripts have a size cap ---------------------------------------------------------------------
+
+
+def test_a_transcript_is_cut_at_its_cap_and_says_so_while_the_session_goes_on(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(agent_transcript, "MAX_TRANSCRIPT_BYTES", 5000)
+    bench.install("my-agent")
+    result = run(
+        make_agent("command", {"argv": ["my-agent"]}).run(bench.request(bench.env(mode="bulk", FAKE_BULK_LINES="500")))
+    )
+
+    assert result.ok and result.final_message == "after the bulk"
+    agent_bytes = sum(len(line) + 1 for line in bench.transcript_lines() if '"lanebot"' not in line)
+    assert agent_bytes <= 5000
+    first, total = bench.annotations("truncated")
+    assert "reached the transcript's cap of 5000 bytes" in first["text"]
+    assert total["dropped_lines"] > 400
+    assert [event["lanebot"] for event in bench.transcript_events()[-3:]] == ["exit", "outcome", "truncated"]
+
+
+# --- the workflow's settings reach the adapters ----------------------------------------------------
+
+
+def test_the_workflows_agent_settings_reach_the_adapters_sandbox_env_and_max_tokens_included() -> None:
+    from bot.edges.agents.http import HttpAgent
+    from bot.edges.workflow_files import load_workflow
+
+    agents = load_workflow(
+        host_overrides=[
+            (
+                "host",
+                {
+                    "agents": {
+                        "codex": {"sandbox": "danger-full-access", "env": ["EXTRA_NAMED_VAR"]},
+                        "claude": {"env": ["EXTRA_NAMED_VAR"]},
+                        "http": {"model": "m", "max_tokens": 20000},
+                    }
+                },
+            )
+        ]
+    ).agents
+
+    codex = make_agent("codex", agents.codex)
+    claude = make_agent("claude", agents.claude)
+    http = make_agent("http", agents.http)
+    assert isinstance(codex, CodexAgent) and isinstance(claude, ClaudeAgent)
+    assert (codex.settings.sandbox, codex.settings.env) == ("danger-full-access", ("EXTRA_NAMED_VAR",))
+    assert claude.settings.env == ("EXTRA_NAMED_VAR",)
+    assert isinstance(http, HttpAgent) and http.settings.max_tokens == 20000

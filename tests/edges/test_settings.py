@@ -52,6 +52,7 @@ def test_the_three_app_settings_are_enough_and_the_rest_have_defaults(app_env, i
     assert settings.github_api_url == "https://api.github.com"
     assert settings.workdir == in_tmp / ".lanebot-work"
     assert (settings.max_lanes, settings.max_runs_per_repo, settings.recover_deliveries) == (8, 2, False)
+    assert settings.unjailed is False  # commands run in a jail unless the operator opts out
 
 
 def test_every_setting_is_read_from_the_environment(app_env, tmp_path):
@@ -68,6 +69,8 @@ def test_every_setting_is_read_from_the_environment(app_env, tmp_path):
             "LANEBOT_MAX_LANES": "3",
             "LANEBOT_MAX_RUNS_PER_REPO": "1",
             "LANEBOT_RECOVER_DELIVERIES": "1",
+            "LANEBOT_UNJAILED": "1",
+            "LANEBOT_JAIL_READ_ONLY": "/opt/tools:/srv/cache",
         }
     )
     assert settings.webhook_path == "/hooks"
@@ -76,6 +79,8 @@ def test_every_setting_is_read_from_the_environment(app_env, tmp_path):
     assert settings.github_api_url == "https://ghe.example.com/api/v3"
     assert settings.workdir == tmp_path / "work"
     assert (settings.max_lanes, settings.max_runs_per_repo, settings.recover_deliveries) == (3, 1, True)
+    assert settings.unjailed is True
+    assert settings.jail_read_only == (Path("/opt/tools"), Path("/srv/cache"))
 
 
 def test_a_relative_workdir_is_anchored_to_the_folder_lanebot_started_in(app_env, in_tmp):
@@ -100,6 +105,8 @@ def test_invalid_values_are_reported_together_with_missing_ones(pem):
             "LANEBOT_MAX_LANES": "0",
             "LANEBOT_MAX_RUNS_PER_REPO": "-1",
             "LANEBOT_RECOVER_DELIVERIES": "maybe",
+            "LANEBOT_UNJAILED": "perhaps",
+            "LANEBOT_JAIL_READ_ONLY": "/opt/tools:tools",
             "WEBHOOK_PATH": "hooks",
             "GITHUB_API_URL": "api.github.com",
         }
@@ -112,6 +119,8 @@ def test_invalid_values_are_reported_together_with_missing_ones(pem):
         "LANEBOT_MAX_LANES",
         "LANEBOT_MAX_RUNS_PER_REPO",
         "LANEBOT_RECOVER_DELIVERIES",
+        "LANEBOT_UNJAILED",
+        "LANEBOT_JAIL_READ_ONLY",
         "WEBHOOK_PATH",
         "GITHUB_API_URL",
     }

@@ -4,6 +4,9 @@ command from a file, the check-run summaries and the pull request's text."""
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import uuid
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from bot.core.checks import SUMMARY_LIMIT, external_id, lane_check_name, parse_external_id
 from bot.core.graph import Graph, Unit
 from bot.core.names import integration_branch, lane_branch, merge_message, parse_merge_message
+from bot.edges.jail import JailPolicy
 from bot.render.checks import lane_report, verify_report
 from bot.render.pull_request import LaneSummary, pr_body, split_pr_text
 from bot.runner.lanes import FailureKind, LaneFailure, keep_tail, ownership_violations, run_script
@@ -94,7 +98,7 @@ def test_a_failure_describes_itself_for_people_with_reason_paths_and_output():
 @pytest.mark.anyio
 async def test_a_command_runs_from_its_file_so_its_text_is_never_spliced_into_a_command_line(tmp_path):
     command = "echo \"$1\" 'quoted; rm -rf /' && exit 4"
-    result = await run_script(command, script=tmp_path / "s" / "check.sh", cwd=tmp_path, timeout=30, env={})
+    result = await run_script(command, script=tmp_path / "s" / "check.sh", cwd=tmp_path, timeout=30, env={}, jail=None)
     assert (result.exit_status, result.ok) == (4, False)
     assert result.output == " quoted; rm -rf /\n"
     assert (tmp_path / "s" / "check.sh").read_text() == command + "\n"
@@ -105,7 +109,7 @@ async def test_a_command_runs_from_its_file_so_its_text_is_never_spliced_into_a_
 async def test_a_command_past_its_timeout_is_stopped_with_its_whole_process_group(tmp_path):
     pid_file = tmp_path / "child.pid"
     command = f"sh -c 'echo $$ > {pid_file}; exec sleep 60' & wait"
-    result = await run_script(command, script=tmp_path / "slow.sh", cwd=tmp_path, timeout=0.3, env={})
+    result = await run_script(command, script=tmp_path / "slow.sh", cwd=tmp_path, timeout=0.3, env={}, jail=None)
     assert result.timed_out and result.exit_status is None
     assert result.describe("verify") == "verify did not finish within 0.3 s and was stopped"
     assert not _running(int(pid_file.read_text()))
@@ -115,7 +119,14 @@ async def test_a_command_past_its_timeout_is_stopped_with_its_whole_process_grou
 async def test_a_cancelled_command_leaves_no_process_behind(tmp_path):
     pid_file = tmp_path / "child.pid"
     task = asyncio.ensure_future(
-        run_script(f"echo $$ > {pid_file}; exec sleep 60", script=tmp_path / "c.sh", cwd=tmp_path, timeout=60, env={})
+        run_script(
+            f"echo $$ > {pid_file}; exec sleep 60",
+            script=tmp_path / "c.sh",
+            cwd=tmp_path,
+            timeout=60,
+            env={},
+            jail=None,
+        )
     )
     while not pid_file.exists() or not pid_file.read_text().strip():
         await asyncio.sleep(0.01)
@@ -123,6 +134,94 @@ async def test_a_cancelled_command_leaves_no_process_behind(tmp_path):
     with pytest.raises(asyncio.CancelledError):
         await task
     assert not _running(int(pid_file.read_text()))
+
+
+def _jail(root: Path) -> JailPolicy:
+    policy = JailPolicy(
+        worktree=root / "work" / "worktrees" / "run-1" / "api",
+        home=root / "work" / "scratch" / "1" / "jail" / "home",
+        tmp=root / "work" / "scratch" / "1" / "jail" / "tmp",
+    )
+    for folder in (policy.worktree, policy.home, policy.tmp):
+        folder.mkdir(parents=True)
+    return policy
+
+
+@pytest.mark.anyio
+async def test_a_check_through_run_script_runs_in_the_jail(bwrap, tmp_path, monkeypatch):
+    monkeypatch.setenv("WEBHOOK_SECRET", "s3cret-of-lanebot")
+    jail = _jail(tmp_path)
+    (tmp_path / "key.pem").write_text("KEY", encoding="utf-8")
+    (tmp_path / "work" / "lanebot.db").write_text("DB", encoding="utf-8")
+    ours = Path(f"/proc/{os.getpid()}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    marker = f"3600.{uuid.uuid4().int % 10**9}"
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        command = (
+            f"test -e {tmp_path}/key.pem && echo LEAK key; test -e {tmp_path}/work/lanebot.db && echo LEAK db\n"
+            'env; cat /proc/1/environ /proc/$PPID/environ | tr "\\0" "\\n"\n'
+            "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done\n"
+            f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 5)\" 2>/dev/null && echo LEAK net\n"
+            f"setsid sleep {marker} >/dev/null 2>&1 &\n"
+            "echo unit=$LANEBOT_UNIT home=$HOME\n"
+        )
+        result = await run_script(
+            command,
+            script=tmp_path / "work" / "scripts" / "1" / "api.sh",
+            cwd=jail.worktree,
+            timeout=30,
+            env={"LANEBOT_UNIT": "api"},
+            jail=jail,
+        )
+    assert result.ok, result.output
+    assert "LEAK" not in result.output and "s3cret-of-lanebot" not in result.output
+    assert ours not in result.output  # lanebot's own process is not there to be seen
+    assert f"unit=api home={jail.home}" in result.output
+    assert not _processes_with(marker)
+
+
+@pytest.mark.anyio
+async def test_a_jailed_command_past_its_timeout_is_stopped_with_everything_in_its_jail(bwrap, tmp_path):
+    marker = f"3600.{uuid.uuid4().int % 10**9}"
+    jail = _jail(tmp_path)
+    command = f"setsid sleep {marker} & sleep {marker}"
+    result = await run_script(command, script=tmp_path / "slow.sh", cwd=jail.worktree, timeout=0.5, env={}, jail=jail)
+    assert result.timed_out and result.describe("its check") == "its check did not finish within 0.5 s and was stopped"
+    assert not _processes_with(marker)
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_jailed_command_leaves_no_process_behind(bwrap, tmp_path):
+    marker = f"3600.{uuid.uuid4().int % 10**9}"
+    jail = _jail(tmp_path)
+    task = asyncio.ensure_future(
+        run_script(
+            f"setsid sleep {marker} & exec sleep {marker}",
+            script=tmp_path / "c.sh",
+            cwd=jail.worktree,
+            timeout=60,
+            env={},
+            jail=jail,
+        )
+    )
+    while len(_processes_with(marker)) < 2:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not _processes_with(marker)
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes() and _running(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
 def _running(pid: int) -> bool:

@@ -24,9 +24,10 @@ import pytest
 from bot.core.lifecycle import InvalidTransition
 from bot.core.names import integration_branch, lane_branch
 from bot.edges.github.client import GitHubApp
+from bot.edges.jail import INSTALL_HINT, JailProblem
 from bot.edges.store import runs as store
 from bot.edges.store.db import make_engine
-from bot.runner import orchestrator
+from bot.runner import jailing, orchestrator
 from tests.lanes_helpers import (
     INSTALLATION,
     ISSUE,
@@ -434,6 +435,36 @@ async def test_a_failing_check_retries_then_blocks_and_retry_resumes_to_a_pull_r
         assert "its check exited with status 1" in third_prompt and "checking the api" in third_prompt
         assert len(w.github.pulls()) == 1
         assert w.github.labels(ISSUE) == ["lanebot:done"]
+
+
+@pytest.mark.anyio
+async def test_without_a_working_jail_no_lane_starts_and_the_run_blocks_saying_how_to_install_it(
+    tmp_path, monkeypatch, sqlite_url
+):
+    # What the probe says on a host without bubblewrap (the probe itself is tested in tests/edges/test_jail.py).
+    missing = JailProblem("bubblewrap is not installed (no executable /usr/bin/bwrap)", INSTALL_HINT)
+    monkeypatch.setattr(jailing, "_probed", [missing])
+    steps = {"api": {"default": {"write": {"app/api/status.py": "fixed = True\n"}}}}
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 1}, steps=steps) as w:
+        run_id = approved_run(w.context.engine, [unit("api", "^app/api/", "true")])
+
+        assert await w.drive(run_id) == "blocked"
+
+        assert w.scenario.runs() == []  # no agent session was spent on work that could not be checked
+        error = w.run(run_id).error
+        assert "bubblewrap is not installed" in error and "apt-get install bubblewrap" in error
+        assert "LANEBOT_UNJAILED=1" in error
+        assert w.github.pulls() == []
+
+
+@pytest.mark.anyio
+async def test_with_the_opt_out_commands_run_unjailed_and_the_log_says_so(monkeypatch, caplog):
+    monkeypatch.setattr(jailing, "_probed", [JailProblem("bubblewrap is not installed", INSTALL_HINT)])
+    monkeypatch.setattr(jailing, "_warned", [])
+    assert await jailing.jail_problem(type("S", (), {"unjailed": True})()) is None
+    assert await jailing.jail_problem(type("S", (), {"unjailed": True})()) is None
+    warnings = [r for r in caplog.records if "WITHOUT a jail" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
 
 
 @pytest.mark.anyio

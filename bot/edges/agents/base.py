@@ -7,10 +7,12 @@ of its transcript (JSONL). Nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeGuard, overload, runtime_checkable
+
+from bot.core.workflow import agent_env_problem, locked_option
 
 
 class AgentConfigError(RuntimeError):
@@ -127,6 +129,28 @@ def require_string_list(value: Any, setting: str, *, example: str) -> list[str]:
     if bad:
         raise AgentConfigError(f"{setting} must be a list of strings, e.g. {example}; {bad[0]!r} is not a string")
     return list(value)
+
+
+def require_env_names(value: Any, setting: str) -> list[str]:
+    """`agents.<name>.env`: names of variables to pass from lanebot's environment, none of them lanebot's own."""
+    names = require_string_list(value, setting, example='["MY_PROXY_TOKEN"]')
+    for index, name in enumerate(names):
+        problem = agent_env_problem(name)
+        if problem is not None:
+            raise AgentConfigError(f"{setting}[{index}]: {problem}")
+    return names
+
+
+def refuse_locked_options(
+    arguments: Sequence[str], setting: str, agent: str, locked: Collection[str], config_keys: Sequence[str] = ()
+) -> None:
+    """Refuse extra arguments that would change the session's permissions, sandbox, tools or settings."""
+    found = locked_option(arguments, locked, config_keys)
+    if found is not None:
+        raise AgentConfigError(
+            f"{setting}: {found!r} changes what the {agent} session may do (permissions, sandbox, tools or "
+            "settings), which lanebot sets itself: read-only steps must stay read-only"
+        )
 
 
 def describe_seconds(seconds: float) -> str:

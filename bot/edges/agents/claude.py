@@ -1,12 +1,24 @@
 """The `claude` adapter: Claude Code in headless mode.
 
-Runs `claude -p --output-format stream-json --verbose --permission-mode <mode> [--model M] ...` with
-the prompt on stdin (with no prompt argument, `claude -p` reads it from stdin). The stream is one
+Runs `claude -p --output-format stream-json --verbose --setting-sources user --permission-mode <mode>
+[--allowedTools Bash] [--model M] ...` with the prompt on stdin (with no prompt argument, `claude -p` reads it from stdin). The stream is one
 JSON object per line: `{"type":"system","subtype":"init",...}`, `assistant` and `user` messages,
 other event types newer versions add (kept in the transcript, ignored here), and a final
 `{"type":"result","subtype":"success"|"error_max_turns"|"error_during_execution"|...,"is_error",
 "result","total_cost_usd","usage",...}`. The session succeeded when that result event says
-`success`, `is_error` is false and the process exited 0; the final message is its `result`.
+`success`, `is_error` is false and the process exited 0; the final message is its `result`. Once the
+result event is in, the session is over: a CLI that then does not exit (it happens) is given a short
+grace and stopped, and the result stands; that is not a timeout.
+
+`--setting-sources user` loads the host's user settings only: a repository's own
+`.claude/settings.json` and `.claude/settings.local.json` (their hooks, permission rules, MCP
+approvals) are not loaded in lanebot's sessions (the CLI always adds policy settings and `--settings`).
+
+Sessions that change the tree run in the configured mode (default `acceptEdits`, which accepts edits
+inside the working directory but asks, so refuses headless, for most shell commands) with `Bash`
+allowed by `--allowedTools`, so a lane can run its unit's check. `bypassPermissions` needs
+`IS_SANDBOX=1` when run as root (the CLI exits otherwise), which lanebot sets in that mode. The
+credentials, endpoints and proxy variables Claude Code documents pass from lanebot's environment.
 
 Read-only sessions (planning) run in permission mode `plan` and, because deny rules hold in every
 mode while a repository's own `.claude/settings.json` may carry allow rules, also name the tools
@@ -20,6 +32,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.core.workflow import (
+    CLAUDE_ENV,
+    CLAUDE_ENV_PREFIXES,
+    CLAUDE_LOCKED_OPTIONS,
+    CLAUDE_PERMISSION_MODES,
+    CLAUDE_REFUSED_MODES,
+    NETWORK_ENV,
+)
 from bot.edges.agents.base import (
     AgentConfigError,
     AgentRequest,
@@ -27,15 +47,27 @@ from bot.edges.agents.base import (
     Usage,
     is_count,
     read_settings,
+    refuse_locked_options,
+    require_env_names,
     require_string_list,
     require_text,
     with_detail,
 )
-from bot.edges.agents.process import DEFAULT_GRACE_S, Conclusion, run_cli_session
+from bot.edges.agents.process import DEFAULT_GRACE_S, RESULT_EXIT_GRACE_S, Conclusion, run_cli_session
 
-PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
+PERMISSION_MODES = CLAUDE_PERMISSION_MODES
 READ_ONLY_DISALLOWED_TOOLS = ("Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "ExitPlanMode")
-DEFAULTS: Mapping[str, Any] = {"binary": "claude", "permission_mode": "acceptEdits", "model": None, "extra_args": []}
+# What a session that changes the tree may use beyond what its mode allows: the shell, to run the
+# unit's check (acceptEdits accepts edits in the worktree, not commands).
+WRITE_ALLOWED_TOOLS = ("Bash",)
+SETTING_SOURCES = "user"
+DEFAULTS: Mapping[str, Any] = {
+    "binary": "claude",
+    "permission_mode": "acceptEdits",
+    "model": None,
+    "extra_args": [],
+    "env": [],
+}
 
 
 @dataclass(frozen=True)
@@ -44,41 +76,61 @@ class ClaudeSettings:
     permission_mode: str = "acceptEdits"
     model: str | None = None
     extra_args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | object | None) -> ClaudeSettings:
         raw = read_settings(options, DEFAULTS, "agents.claude")
         mode = raw["permission_mode"]
+        if mode in CLAUDE_REFUSED_MODES:
+            raise AgentConfigError(
+                f"agents.claude.permission_mode {mode!r} does not work headless: {CLAUDE_REFUSED_MODES[mode]}; "
+                f"choose one of {', '.join(PERMISSION_MODES)}"
+            )
         if mode not in PERMISSION_MODES:
             raise AgentConfigError(
                 f"agents.claude.permission_mode must be one of {', '.join(PERMISSION_MODES)}, not {mode!r}"
             )
+        extra_args = require_string_list(raw["extra_args"], "agents.claude.extra_args", example='["--max-turns", "40"]')
+        refuse_locked_options(extra_args, "agents.claude.extra_args", "claude", CLAUDE_LOCKED_OPTIONS)
         return cls(
             binary=require_text(raw["binary"], "agents.claude.binary"),
             permission_mode=mode,
             model=require_text(raw["model"], "agents.claude.model", optional=True),
-            extra_args=tuple(
-                require_string_list(raw["extra_args"], "agents.claude.extra_args", example='["--max-turns", "40"]')
-            ),
+            extra_args=tuple(extra_args),
+            env=tuple(require_env_names(raw["env"], "agents.claude.env")),
         )
 
 
 def claude_argv(settings: ClaudeSettings, *, read_only: bool) -> list[str]:
     """The command line of one session; the prompt is never part of it."""
+    mode = "plan" if read_only else settings.permission_mode
     argv = [
         settings.binary,
         "-p",
         "--output-format",
         "stream-json",
         "--verbose",
+        "--setting-sources",
+        SETTING_SOURCES,
         "--permission-mode",
-        "plan" if read_only else settings.permission_mode,
+        mode,
     ]
     if settings.model:
         argv += ["--model", settings.model]
     if read_only:
         argv += ["--disallowedTools", ",".join(READ_ONLY_DISALLOWED_TOOLS)]
+    elif mode not in ("plan", "bypassPermissions"):
+        argv += ["--allowedTools", ",".join(WRITE_ALLOWED_TOOLS)]
     return argv + list(settings.extra_args)
+
+
+def claude_extra_env(settings: ClaudeSettings, *, read_only: bool) -> dict[str, str]:
+    """What lanebot adds to the session's environment: IS_SANDBOX=1 for bypassPermissions, which
+    Claude Code refuses to run as root without it."""
+    if not read_only and settings.permission_mode == "bypassPermissions":
+        return {"IS_SANDBOX": "1"}
+    return {}
 
 
 class ClaudeStreamParser:
@@ -90,6 +142,10 @@ class ClaudeStreamParser:
     def feed(self, line: str, event: dict[str, Any] | None) -> None:
         if event is not None and event.get("type") == "result":
             self._result = event
+
+    def session_over(self) -> bool:
+        """The final `result` event is in: nothing the process prints later changes the session."""
+        return self._result is not None
 
     def conclude(self, exit_status: int) -> Conclusion:
         result = self._result
@@ -138,9 +194,12 @@ class ClaudeAgent:
 
     name = "claude"
 
-    def __init__(self, settings: ClaudeSettings, *, grace_s: float = DEFAULT_GRACE_S) -> None:
+    def __init__(
+        self, settings: ClaudeSettings, *, grace_s: float = DEFAULT_GRACE_S, result_grace_s: float = RESULT_EXIT_GRACE_S
+    ) -> None:
         self.settings = settings
         self.grace_s = grace_s
+        self.result_grace_s = result_grace_s
 
     async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult:
         return await run_cli_session(
@@ -153,5 +212,9 @@ class ClaudeAgent:
                 "(set agents.claude.binary in .github/lanebot.yml or the workflow)"
             ),
             on_start=on_start,
+            extra_env=claude_extra_env(self.settings, read_only=request.read_only),
             grace_s=self.grace_s,
+            passthrough=(*CLAUDE_ENV, *NETWORK_ENV, *self.settings.env),
+            passthrough_prefixes=CLAUDE_ENV_PREFIXES,
+            result_grace_s=self.result_grace_s,
         )

@@ -1,9 +1,14 @@
 """The `codex` adapter: OpenAI Codex CLI in non-interactive mode.
 
-Runs `codex exec --json [--model M] --sandbox workspace-write|read-only ... -` with the prompt on
-stdin (`-` as the prompt argument makes `codex exec` read the whole prompt from stdin). `--sandbox
-workspace-write` is what the removed `--full-auto` flag used to set; `codex exec` never asks for
-approvals.
+Runs `codex exec --json [--model M] --sandbox <agents.codex.sandbox | read-only> --output-last-message
+<file> ... -` with the prompt on stdin (`-` as the prompt argument makes `codex exec` read the whole
+prompt from stdin). Sessions that change the tree get the configured sandbox (`workspace-write` by
+default); read-only ones (planning, review) always `read-only`. `codex exec` never asks for approvals.
+
+`--output-last-message` makes Codex write its final message to a file (a private temporary one,
+outside the worktree); when it holds text, that is the final message, so a message the JSON stream
+dropped under load is still read. The credentials, endpoints and proxy variables Codex documents
+pass from lanebot's environment.
 
 `--json` prints one event per line: `thread.started`, `turn.started`, `item.started` /
 `item.updated` / `item.completed` (items of type `agent_message`, `reasoning`,
@@ -22,56 +27,84 @@ one counts (a sum would count a resumed turn twice). A session with no `turn.com
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from bot.core.workflow import CODEX_ENV, CODEX_LOCKED_CONFIG, CODEX_LOCKED_OPTIONS, NETWORK_ENV
 from bot.edges.agents.base import (
+    AgentConfigError,
     AgentRequest,
     AgentResult,
     Usage,
     read_settings,
+    refuse_locked_options,
+    require_env_names,
     require_string_list,
     require_text,
     with_detail,
 )
 from bot.edges.agents.process import DEFAULT_GRACE_S, Conclusion, run_cli_session
 
-DEFAULTS: Mapping[str, Any] = {"binary": "codex", "model": None, "extra_args": []}
+SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+DEFAULTS: Mapping[str, Any] = {
+    "binary": "codex",
+    "sandbox": "workspace-write",
+    "model": None,
+    "extra_args": [],
+    "env": [],
+}
 MESSAGE_ITEM_TYPES = ("agent_message", "assistant_message")
+LAST_MESSAGE_FILE = "last-message.txt"
+MAX_LAST_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class CodexSettings:
     binary: str = "codex"
+    sandbox: str = "workspace-write"
     model: str | None = None
     extra_args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | object | None) -> CodexSettings:
         raw = read_settings(options, DEFAULTS, "agents.codex")
+        sandbox = raw["sandbox"]
+        if sandbox not in SANDBOXES:
+            raise AgentConfigError(f"agents.codex.sandbox must be one of {', '.join(SANDBOXES)}, not {sandbox!r}")
+        extra_args = require_string_list(
+            raw["extra_args"], "agents.codex.extra_args", example='["--skip-git-repo-check"]'
+        )
+        refuse_locked_options(extra_args, "agents.codex.extra_args", "codex", CODEX_LOCKED_OPTIONS, CODEX_LOCKED_CONFIG)
         return cls(
             binary=require_text(raw["binary"], "agents.codex.binary"),
+            sandbox=sandbox,
             model=require_text(raw["model"], "agents.codex.model", optional=True),
-            extra_args=tuple(
-                require_string_list(raw["extra_args"], "agents.codex.extra_args", example='["--skip-git-repo-check"]')
-            ),
+            extra_args=tuple(extra_args),
+            env=tuple(require_env_names(raw["env"], "agents.codex.env")),
         )
 
 
-def codex_argv(settings: CodexSettings, *, read_only: bool) -> list[str]:
+def codex_argv(settings: CodexSettings, *, read_only: bool, last_message: Path | None = None) -> list[str]:
     """The command line of one session; `-` makes Codex read the prompt from stdin."""
     argv = [settings.binary, "exec", "--json"]
     if settings.model:
         argv += ["--model", settings.model]
-    argv += ["--sandbox", "read-only" if read_only else "workspace-write"]
+    argv += ["--sandbox", "read-only" if read_only else settings.sandbox]
+    if last_message is not None:
+        argv += ["--output-last-message", str(last_message)]
     return argv + list(settings.extra_args) + ["-"]
 
 
 class CodexStreamParser:
-    """Keeps the last agent message, the last usage, and how the turn ended."""
+    """Keeps the last agent message, the last usage, and how the turn ended; with `last_message`,
+    the file Codex wrote its final message to is the final message when it holds text."""
 
-    def __init__(self) -> None:
+    def __init__(self, last_message: Path | None = None) -> None:
+        self._last_message_file = last_message
         self._message: str | None = None
         self._usage = Usage()
         self._completed = False
@@ -94,7 +127,7 @@ class CodexStreamParser:
             self._legacy(event["msg"])
 
     def conclude(self, exit_status: int) -> Conclusion:
-        final = self._message or ""
+        final = self._written_message() or self._message or ""
         if self._failure is not None:
             return Conclusion(final, self._usage, with_detail("codex's turn failed", self._failure))
         if self._unresolved_error is not None:
@@ -106,6 +139,18 @@ class CodexStreamParser:
         if exit_status != 0:
             return Conclusion(final, self._usage, f"codex completed its turn but exited with status {exit_status}")
         return Conclusion(final, self._usage)
+
+    def _written_message(self) -> str | None:
+        path = self._last_message_file
+        if path is None:
+            return None
+        try:
+            with path.open("rb") as handle:
+                data = handle.read(MAX_LAST_MESSAGE_BYTES)
+        except OSError:
+            return None
+        text = data.decode("utf-8", errors="replace")
+        return text if text.strip() else None
 
     def _item(self, item: Any) -> None:
         if not isinstance(item, Mapping):
@@ -165,15 +210,18 @@ class CodexAgent:
         self.grace_s = grace_s
 
     async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult:
-        return await run_cli_session(
-            agent=self.name,
-            argv=codex_argv(self.settings, read_only=request.read_only),
-            request=request,
-            parser=CodexStreamParser(),
-            not_found=(
-                f"the codex agent needs the `{self.settings.binary}` binary on PATH "
-                "(set agents.codex.binary in .github/lanebot.yml or the workflow)"
-            ),
-            on_start=on_start,
-            grace_s=self.grace_s,
-        )
+        with tempfile.TemporaryDirectory(prefix="lanebot-codex-") as folder:
+            last_message = Path(folder) / LAST_MESSAGE_FILE
+            return await run_cli_session(
+                agent=self.name,
+                argv=codex_argv(self.settings, read_only=request.read_only, last_message=last_message),
+                request=request,
+                parser=CodexStreamParser(last_message),
+                not_found=(
+                    f"the codex agent needs the `{self.settings.binary}` binary on PATH "
+                    "(set agents.codex.binary in .github/lanebot.yml or the workflow)"
+                ),
+                on_start=on_start,
+                grace_s=self.grace_s,
+                passthrough=(*CODEX_ENV, *NETWORK_ENV, *self.settings.env),
+            )

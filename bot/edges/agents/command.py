@@ -3,7 +3,8 @@
 The argv comes from the settings (`agents.command.argv`, a list: it is never split or run through a
 shell). The prompt arrives on stdin and, for tools that want a file, in a temporary file outside the
 worktree named by `$LANEBOT_PROMPT_FILE` (removed afterwards). `$LANEBOT_READ_ONLY` is `1` when the
-session must not change the tree (planning), else `0`.
+session must not change the tree (planning), else `0`. No variable of lanebot's environment passes
+beyond the harmless few every agent gets, except those `agents.command.env` names (never lanebot's own).
 
 The exit status decides success. The final message is the `result` of the last JSON line that
 carries a string `result` (so a tool may speak Claude's result shape), else the last non-empty line
@@ -25,11 +26,12 @@ from bot.edges.agents.base import (
     AgentResult,
     Usage,
     read_settings,
+    require_env_names,
     require_string_list,
 )
 from bot.edges.agents.process import DEFAULT_GRACE_S, Conclusion, run_cli_session
 
-DEFAULTS: Mapping[str, Any] = {"argv": None}
+DEFAULTS: Mapping[str, Any] = {"argv": None, "env": []}
 PROMPT_FILE_ENV = "LANEBOT_PROMPT_FILE"
 READ_ONLY_ENV = "LANEBOT_READ_ONLY"
 
@@ -37,6 +39,7 @@ READ_ONLY_ENV = "LANEBOT_READ_ONLY"
 @dataclass(frozen=True)
 class CommandSettings:
     argv: tuple[str, ...]
+    env: tuple[str, ...] = ()
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | object | None) -> CommandSettings:
@@ -47,7 +50,7 @@ class CommandSettings:
                 "the command agent needs agents.command.argv, the program and its arguments as a list, "
                 'e.g. ["python", "tools/agent.py"]'
             )
-        return cls(argv=tuple(argv))
+        return cls(argv=tuple(argv), env=tuple(require_env_names(raw["env"], "agents.command.env")))
 
 
 class CommandOutputParser:
@@ -93,6 +96,7 @@ class CommandAgent:
                 on_start=on_start,
                 extra_env={PROMPT_FILE_ENV: str(prompt_file), READ_ONLY_ENV: "1" if request.read_only else "0"},
                 grace_s=self.grace_s,
+                passthrough=self.settings.env,
             )
         finally:
             prompt_file.unlink(missing_ok=True)

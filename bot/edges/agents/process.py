@@ -8,8 +8,13 @@ transcript and to the adapter's parser; memory stays bounded whatever the agent 
 longer than `MAX_LINE_BYTES` is recorded truncated, with its size).
 
 The process gets a minimal environment: a few variables inherited from lanebot's own environment
-(`INHERITED_ENV`, none of them secrets), then the request's `env` on top. lanebot's own secrets
-never reach an agent unless a caller passes them in `AgentRequest.env`.
+(`INHERITED_ENV`, none of them secrets), the adapter's `passthrough` (the variables its CLI
+documents for credentials, endpoints and proxies, and those `agents.<name>.env` names; lanebot's
+own secrets are dropped even when named), then the request's `env` on top.
+
+A parser may say the session is over before the process exits (`session_over()`: Claude Code's
+final `result` event). The process then gets `RESULT_EXIT_GRACE_S` to exit by itself; if it does
+not, its group is stopped and the session ends as the parser concluded, not as a timeout.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from bot.core.workflow import is_lanebot_secret
 from bot.edges.agents.base import AgentNotFound, AgentRequest, AgentResult, Usage, describe_seconds
 from bot.edges.agents.transcript import Transcript, utc_timestamp
 
@@ -47,6 +53,7 @@ INHERITED_ENV = (
     "CLAUDE_CONFIG_DIR",
 )
 DEFAULT_GRACE_S = 5.0
+RESULT_EXIT_GRACE_S = 10.0
 KILL_WAIT_S = 2.0
 DRAIN_WAIT_S = 5.0
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -74,7 +81,8 @@ class StreamParser(Protocol):
         """`line` as printed; `event` is that line parsed when it is a JSON object."""
 
     def conclude(self, exit_status: int) -> Conclusion:
-        """The session's result once the process exited by itself with `exit_status`."""
+        """The session's result once the process exited by itself with `exit_status`
+        (0 when it was stopped after the parser said the session was over)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,27 @@ class ProcessOutcome:
     timed_out: bool
     duration_s: float
     stderr_tail: tuple[str, ...]
+    stopped_after_result: bool = False
+
+
+def _session_over(parser: StreamParser) -> bool:
+    """Whether `parser` saw the end of the session (parsers without `session_over` never say so)."""
+    over = getattr(parser, "session_over", None)
+    return bool(over()) if callable(over) else False
+
+
+def passed_through(
+    names: Sequence[str], prefixes: Sequence[str] = (), parent: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The variables of `parent` (lanebot's environment) named in `names` or starting with one of
+    `prefixes`, without lanebot's own secrets, whatever the names say."""
+    source = os.environ if parent is None else parent
+    wanted = set(names)
+    return {
+        name: value
+        for name, value in source.items()
+        if (name in wanted or name.startswith(tuple(prefixes))) and not is_lanebot_secret(name)
+    }
 
 
 def child_environment(extra: Mapping[str, str], parent: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -110,13 +139,20 @@ async def run_cli_session(
     stdin_data: bytes | None = None,
     extra_env: Mapping[str, str] | None = None,
     grace_s: float = DEFAULT_GRACE_S,
+    passthrough: Sequence[str] = (),
+    passthrough_prefixes: Sequence[str] = (),
+    result_grace_s: float = RESULT_EXIT_GRACE_S,
 ) -> AgentResult:
     """Run one CLI agent session end to end and describe how it ended.
+
+    `passthrough` and `passthrough_prefixes` name the variables of lanebot's environment this CLI
+    gets (its credentials, endpoints and proxies); lanebot's own secrets never pass.
 
     Raises `AgentNotFound` (with `not_found` as its message) when `argv[0]` is not on the agent's
     PATH, and re-raises `CancelledError` after stopping the process group when cancelled.
     """
-    env = child_environment({**request.env, **(extra_env or {})})
+    inherited = passed_through(passthrough, passthrough_prefixes)
+    env = child_environment({**inherited, **request.env, **(extra_env or {})})
     executable = find_executable(argv[0], env)
     if not request.cwd.is_dir():
         raise NotADirectoryError(f"the {agent} agent's working directory {request.cwd} does not exist")
@@ -131,7 +167,7 @@ async def run_cli_session(
             argv=resolved,
             cwd=str(request.cwd),
             at=utc_timestamp(),
-            env=sorted(set(request.env) | set(extra_env or {})),
+            env=sorted(set(inherited) | set(request.env) | set(extra_env or {})),
         )
         try:
             outcome = await run_process(
@@ -144,6 +180,7 @@ async def run_cli_session(
                 parser=parser,
                 on_start=on_start,
                 grace_s=grace_s,
+                result_grace_s=result_grace_s,
             )
         except FileNotFoundError as missing:  # removed between the lookup and the start
             transcript.annotate("not_found", agent=agent, binary=argv[0], message=not_found, at=utc_timestamp())
@@ -164,6 +201,8 @@ async def run_cli_session(
 
 
 def _result(agent: str, request: AgentRequest, outcome: ProcessOutcome, parser: StreamParser) -> AgentResult:
+    if outcome.stopped_after_result:
+        return _result_after_stop(request, parser.conclude(0))
     status = outcome.exit_status if outcome.exit_status is not None else -signal.SIGKILL
     conclusion = parser.conclude(status)
     error = conclusion.error
@@ -183,6 +222,17 @@ def _result(agent: str, request: AgentRequest, outcome: ProcessOutcome, parser: 
     )
 
 
+def _result_after_stop(request: AgentRequest, conclusion: Conclusion) -> AgentResult:
+    """The session printed its end and was stopped because it did not exit: what it printed decides."""
+    return AgentResult(
+        exit_status=None,
+        final_message=conclusion.final_message,
+        usage=conclusion.usage,
+        transcript=request.transcript,
+        error=conclusion.error,
+    )
+
+
 async def run_process(
     argv: Sequence[str],
     *,
@@ -194,8 +244,12 @@ async def run_process(
     parser: StreamParser,
     on_start: Callable[[int], None] | None = None,
     grace_s: float = DEFAULT_GRACE_S,
+    result_grace_s: float = RESULT_EXIT_GRACE_S,
 ) -> ProcessOutcome:
-    """Run `argv` in its own process group, stream its output, and leave no process of it behind."""
+    """Run `argv` in its own process group, stream its output, and leave no process of it behind.
+
+    When the parser says the session is over and the process has not exited `result_grace_s`
+    later, the group is stopped and the outcome says so (`stopped_after_result`)."""
     loop = asyncio.get_running_loop()
     stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
     process = await asyncio.create_subprocess_exec(
@@ -209,8 +263,12 @@ async def run_process(
     )
     started = loop.time()
 
+    over = asyncio.Event()
+
     def on_stdout(text: str) -> None:
         parser.feed(text, transcript.agent_line(text))
+        if not over.is_set() and _session_over(parser):
+            over.set()
 
     def on_stderr(text: str) -> None:
         transcript.stderr_line(text)
@@ -223,14 +281,30 @@ async def run_process(
     ]
     writer = asyncio.ensure_future(_feed_stdin(process, stdin_data))
     timed_out = False
+    stopped_after_result = False
     try:
         if on_start is not None:
             on_start(process.pid)
+        exited = asyncio.ensure_future(_exit_of(process))
+        ended = asyncio.ensure_future(over.wait())
         try:
-            await asyncio.wait_for(_exit_of(process), timeout)
-        except TimeoutError:
-            timed_out = True
-            transcript.annotate("timeout", after_s=timeout)
+            await asyncio.wait({exited, ended}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not exited.done() and ended.done():
+                await asyncio.wait({exited}, timeout=result_grace_s)
+                if not exited.done():
+                    stopped_after_result = True
+                    transcript.annotate(
+                        "note",
+                        text=f"the session printed its result but did not exit within "
+                        f"{describe_seconds(result_grace_s)}; its process group was stopped",
+                    )
+            elif not exited.done():
+                timed_out = True
+                transcript.annotate("timeout", after_s=timeout)
+        finally:
+            for waiter in (exited, ended):
+                waiter.cancel()
+            await asyncio.gather(exited, ended, return_exceptions=True)
     except BaseException as interruption:
         try:
             await _uninterruptibly(_finish(process, readers, writer, grace_s, transcript))
@@ -241,9 +315,9 @@ async def run_process(
         raise
     await _uninterruptibly(_finish(process, readers, writer, grace_s, transcript))
     duration = round(loop.time() - started, 3)
-    exit_status = None if timed_out else process.returncode
+    exit_status = None if timed_out or stopped_after_result else process.returncode
     transcript.annotate("exit", status=process.returncode, duration_s=duration)
-    return ProcessOutcome(exit_status, timed_out, duration, tuple(stderr_tail))
+    return ProcessOutcome(exit_status, timed_out, duration, tuple(stderr_tail), stopped_after_result)
 
 
 async def _finish(

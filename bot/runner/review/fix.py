@@ -62,6 +62,7 @@ from bot.render.checks import verify_report
 from bot.render.prompts import render_prompt
 from bot.runner.context import RuntimeContext
 from bot.runner.integrate import fresh_integration_worktree, remove_integration_worktree, run_session
+from bot.runner.jailing import command_jail, jail_problem
 from bot.runner.lanes import PROTECTED_DIRECTORIES, keep_tail, run_script
 from bot.runner.review import queue as review_queue
 from bot.runner.runtime import Runtime, db, load_runtime
@@ -124,6 +125,11 @@ class _FixLane:
         if pull.get("state") != "open":
             await self._finish("cancelled", error=f"pull request #{self.number} is closed")
             await self._say("This pull request was closed before the fix lane started; nothing was done.")
+            return
+        refused = await jail_problem(self.rt.context.settings)
+        if refused is not None:  # before the agent: its changes could not be verified
+            await self._finish("failed", error=refused)
+            await self._say(f"@{self.request.requested_by}: the fix lane did not start: {refused}.")
             return
         head, base = pull["head"]["sha"], pull["base"]["sha"]
         await self._say(
@@ -231,12 +237,14 @@ class _FixLane:
         if new_head is None and not changed:
             return attempt  # nothing to change: every thread is answered with the session's reasons
         verify = self.rt.workflow.integrate.verify
+        name = f"fix-{self.request.id}-{number}"
         checked = await run_script(
             verify,
-            script=self.rt.script_path(f"fix-{self.request.id}-{number}"),
+            script=self.rt.script_path(name),
             cwd=worktree.path,
             timeout=float(self.rt.workflow.integrate.verify_timeout),
             env={"LANEBOT_RUN": str(self.rt.run.id)},
+            jail=await command_jail(self.rt, worktree=worktree.path, name=name),
         )
         attempt.verified, attempt.verify_output = checked.ok, checked.output
         if not checked.ok:
