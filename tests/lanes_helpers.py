@@ -110,6 +110,10 @@ for path, content in step.get("write", {}).items():
     pathlib.Path(path).write_text(content)
 for path in step.get("delete", []):
     pathlib.Path(path).unlink(missing_ok=True)
+for path, target in step.get("symlink", {}).items():
+    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(path).unlink(missing_ok=True)
+    pathlib.Path(path).symlink_to(target)
 if step.get("git_add"):
     subprocess.run(["git", "add", "--", *step["git_add"]], check=True)
 if step.get("git_commit"):

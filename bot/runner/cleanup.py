@@ -460,7 +460,7 @@ def _locked(lock: Path, *, take: bool) -> Iterator[None]:
     if not take or not lock.parent.is_dir():
         yield
         return
-    descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield

@@ -40,6 +40,7 @@ from bot.core.lifecycle import Event, RunState, transition
 from bot.core.names import integration_branch, lane_branch, merge_message
 from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.edges.executor import Job
+from bot.edges.files import WorktreeFileError, read_worktree_file, remove_worktree_file, write_worktree_file
 from bot.edges.git import Worktree, git
 from bot.edges.github.checks import finish_check, start_check
 from bot.edges.github.issues import split_repository
@@ -372,9 +373,9 @@ class _Integration:
             cwd=self.worktree.path,
             brief=brief,
         )
-        await self._take_pr_file()
+        refused = await self._take_pr_file()
         await self.worktree.commit_all(_commit_message(kind, self.rt.issue_number), self.rt.identity)
-        return result
+        return result if refused is None else refused
 
     async def _units_in_merge_order(self) -> list[Unit]:
         lanes = await db(store.lanes, self.rt.engine, self.rt.run.id)
@@ -384,17 +385,22 @@ class _Integration:
     async def _restore_pr_file(self) -> None:
         if self.title or self.body:
             assert self.worktree is not None
-            target = self.worktree.path / PR_FILE
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(f"{self.title}\n\n{self.body}", encoding="utf-8")
+            write_worktree_file(self.worktree.path, PR_FILE, f"{self.title}\n\n{self.body}")
 
-    async def _take_pr_file(self) -> None:
+    async def _take_pr_file(self) -> str | None:
         """Read `.lanebot/pr.md`, then clear it and lanebot's untracked scratch, so neither is committed
-        (an integrator that committed the file anyway has it removed by the next commit)."""
+        (an integrator that committed the file anyway has it removed by the next commit).
+
+        The file is data: a link, a file outside the worktree, a FIFO or an oversized file is refused,
+        and why (naming the file, never what it points to) is returned as the session's failure."""
         assert self.worktree is not None
-        source = self.worktree.path / PR_FILE
-        if source.is_file():
-            self.title, self.body = split_pr_text(source.read_text(encoding="utf-8", errors="replace"))
+        refused: str | None = None
+        try:
+            data = read_worktree_file(self.worktree.path, PR_FILE)
+        except WorktreeFileError as error:
+            data, refused = None, str(error)
+        if data is not None:
+            self.title, self.body = split_pr_text(data.decode("utf-8", errors="replace"))
             await db(
                 store.append_event,
                 self.rt.engine,
@@ -403,8 +409,9 @@ class _Integration:
                 {"title": self.title, "body": self.body[:PR_BODY_LIMIT]},
             )
         await git("rm", "--cached", "--quiet", "--ignore-unmatch", "--", PR_FILE, cwd=self.worktree.path)
-        source.unlink(missing_ok=True)
+        remove_worktree_file(self.worktree.path, PR_FILE)
         await git("clean", "-d", "--force", "--quiet", "-x", "--", ".lanebot", cwd=self.worktree.path)
+        return refused
 
     async def _verify(self, *, last: bool) -> ScriptResult:
         """Run verify on the branch as it is now (pushed first); `last`: no repair follows a failure,

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.edges.agents.process import child_environment
+from bot.edges.files import private_dir
 from bot.edges.jail import GitBinds, JailPolicy, JailProblem, git_binds, probe
 from bot.runner.runtime import Runtime
 
@@ -101,7 +102,7 @@ def jail_environment(env: Mapping[str, str]) -> dict[str, str]:
 
 def _prepare(worktree: Path, home: Path, tmp: Path) -> GitBinds:
     for folder in (home, tmp):
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(folder)
     return git_binds(worktree)
 
 

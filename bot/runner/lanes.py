@@ -47,6 +47,7 @@ from bot.core.names import lane_branch
 from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.edges.agents.process import child_environment, stop_process_group
 from bot.edges.executor import Job
+from bot.edges.files import write_private
 from bot.edges.git import Mirror, RefNotFound, Worktree, git
 from bot.edges.github.checks import finish_check, start_check
 from bot.edges.jail import JailPolicy, bwrap_argv, find_bwrap
@@ -254,8 +255,7 @@ async def run_script(
 
 
 def _write_script(script: Path, text: str) -> None:
-    script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    write_private(script, text if text.endswith("\n") else text + "\n")  # 0600, its folders 0700
 
 
 class _Tail:

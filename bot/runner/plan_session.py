@@ -33,6 +33,7 @@ from bot.core.graph import Graph
 from bot.core.plans import IssueText, PlanAttempt, PlanOutcome, plan_in_message, prompt_context, validate_plan_text
 from bot.core.workflow import Workflow
 from bot.edges.agents import Agent, AgentConfigError, AgentRequest, make_agent
+from bot.edges.files import WorktreeFileError, read_worktree_file
 from bot.render.prompts import render_prompt
 
 __all__ = ["PLAN_FILE", "plan_issue", "read_plan_file", "remove_plan_file", "snapshot_tree", "tree_changes"]
@@ -206,25 +207,12 @@ def read_plan_file(checkout: Path) -> tuple[str | None, str | None]:
     Only a regular file inside a real `.lanebot` directory is read, never through a link (a link
     could show the gate any file of the runner host), and at most `MAX_PLAN_BYTES`.
     """
-    scratch = checkout / SCRATCH_DIR
     try:
-        scratch_mode = os.lstat(scratch).st_mode
-    except FileNotFoundError:
+        data = read_worktree_file(checkout, PLAN_FILE, max_bytes=MAX_PLAN_BYTES)
+    except WorktreeFileError as error:
+        return None, f"{error}; write the plan into {PLAN_FILE}, a regular file of at most {MAX_PLAN_BYTES} bytes"
+    if data is None:
         return None, None
-    if not stat.S_ISDIR(scratch_mode):
-        return None, f"{SCRATCH_DIR} is not a directory (a link or a file); write the plan to {PLAN_FILE}"
-    try:
-        descriptor = os.open(scratch / "units.jsonl", os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        return None, None
-    except OSError:
-        return None, f"{PLAN_FILE} cannot be opened as a regular file (a link is refused); write the plan into it"
-    with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None, f"{PLAN_FILE} is not a regular file; write the plan into it"
-        data = handle.read(MAX_PLAN_BYTES + 1)
-    if len(data) > MAX_PLAN_BYTES:
-        return None, f"{PLAN_FILE} is larger than {MAX_PLAN_BYTES} bytes; a plan is a few units, one line each"
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError as error:

@@ -35,6 +35,7 @@ from bot.core.graph import Graph
 from bot.core.plans import IssueText
 from bot.core.text import sanitize_untrusted
 from bot.core.workflow import Workflow
+from bot.edges.files import private_dir
 from bot.edges.git import Credentials, Identity, Mirror, Worktree
 from bot.edges.github.issues import split_repository
 from bot.edges.store import runs as store
@@ -138,7 +139,9 @@ class Runtime:
 
     def transcript_path(self, folder: str, attempt: int, prefix: str = "attempt") -> Path:
         """`<workdir>/transcripts/<run>/<folder>/<prefix>-<attempt>.jsonl`."""
-        return self.workdir / "transcripts" / str(self.run.id) / folder / f"{prefix}-{attempt}.jsonl"
+        path = self.workdir / "transcripts" / str(self.run.id) / folder / f"{prefix}-{attempt}.jsonl"
+        private_dir(path.parent)  # the transcript's folders 0700; the Transcript writes it 0600
+        return path
 
     def script_path(self, name: str) -> Path:
         """Where a check or verify command is written before `sh` runs it (outside every worktree)."""

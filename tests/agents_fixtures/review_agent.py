@@ -9,11 +9,13 @@ script named by its first argument:
   and sleeps `fix_works_for` seconds (standing in for an agent's work), then reads `.lanebot/threads.json`; for each instruction thread it applies the
   first fenced block with a `path=` attribute written by a trusted commenter (the way a reviewer
   writes a suggestion) and reports it addressed; a thread with none it reports not addressed,
-  saying why. Context threads are never acted on. It writes `.lanebot/fix.json`.
+  saying why. Context threads are never acted on. It writes `.lanebot/fix.json` (with
+  `fix_links_report_to`, it leaves that file a symlink to the path instead).
 - LANEBOT_SESSION=review: LANEBOT_REVIEW_LENS and LANEBOT_REVIEW_PHASE say which verifier and
   phase. `find` writes the script's `review.<lens>.find` object as `.lanebot/findings.json`;
   `judge` reads `.lanebot/findings-to-check.json` and refutes exactly the finding ids listed in
-  `review.<lens>.refute`.
+  `review.<lens>.refute`. With `review.<lens>.link_findings_to`, `find` leaves `.lanebot/findings.json`
+  a symlink to that path instead.
 """
 
 import json
@@ -35,7 +37,7 @@ def main() -> int:
     if session == "fix":
         wait_for(script.get("fix_waits_for"))
         time.sleep(float(script.get("fix_works_for", 0)))
-        fix()
+        fix(script.get("fix_links_report_to"))
     elif session == "review":
         review(script.get("review", {}))
     print(json.dumps({"done": session}))
@@ -49,7 +51,10 @@ def wait_for(path: str | None) -> None:
         time.sleep(0.1)
 
 
-def fix() -> None:
+def fix(link_report_to: str | None = None) -> None:
+    if link_report_to:  # a session that leaves a link where its report belongs
+        Path(".lanebot/fix.json").symlink_to(link_report_to)
+        return
     threads = json.loads(Path(".lanebot/threads.json").read_text())
     report = {"summary": "Applied the suggestions the reviewers wrote out.", "addressed": [], "not_addressed": []}
     for thread in threads["instructions"]:
@@ -70,6 +75,9 @@ def review(script: dict) -> None:
     lens = os.environ["LANEBOT_REVIEW_LENS"]
     mine = script.get(lens, {})
     if os.environ.get("LANEBOT_REVIEW_PHASE") == "find":
+        if mine.get("link_findings_to"):  # a lens that leaves a link where its findings belong
+            Path(".lanebot/findings.json").symlink_to(mine["link_findings_to"])
+            return
         Path(".lanebot/findings.json").write_text(json.dumps(mine.get("find", {"looked_at": [], "findings": []})))
         return
     to_check = json.loads(Path(".lanebot/findings-to-check.json").read_text())

@@ -227,6 +227,27 @@ def test_closing_the_pull_request_cancels_the_review_work_it_had_queued(stack, s
     assert lanebot_run(stack, number).state == "cancelled"
 
 
+def test_a_fix_report_that_links_to_a_host_file_is_refused_naming_the_file_never_its_content(stack, script, tmp_path):
+    secret = tmp_path / "host-report.json"
+    secret.write_text(json.dumps({"summary": "HOST-SECRET", "addressed": [], "not_addressed": []}))
+    script.write_text(json.dumps({"fix_links_report_to": str(secret)}))
+    number, pull = open_pull(stack, config())
+    stack.human.review(
+        REPO,
+        pull["number"],
+        login=MAINTAINER,
+        event="REQUEST_CHANGES",
+        body="One thing.",
+        comments=[{"path": "greeting.txt", "line": 1, "body": SUGGESTION}],
+    )
+    [request] = wait_for_requests(stack, number, ["done"])
+
+    [reply] = replies_to(stack, inline(stack, "greeting.txt", SUGGESTION)["id"])
+    assert "Not addressed" in reply["body"] and ".lanebot/fix.json" in reply["body"] and "symlink" in reply["body"]
+    everything = json.dumps(stack.repository(REPO))
+    assert "HOST-SECRET" not in everything and "HOST-SECRET" not in (request.result or "")
+
+
 # --------------------------------------------------------------------------- lanebot's own review
 
 
@@ -267,3 +288,45 @@ def test_its_own_review_comments_inline_on_the_right_lines_and_drops_a_refuted_f
     assert "leaks a secret" not in json.dumps(stack.repository(REPO)["review_comments"])
     assert json.loads(request.result)["dropped"] == ["security-1"]
     assert session_kinds(stack, number).count("review") == 4  # two lenses find, then each judges the other
+
+
+def test_a_lens_whose_findings_file_links_to_a_host_file_is_a_problem_naming_the_file_never_its_content(
+    stack, script, tmp_path
+):
+    secret = tmp_path / "host-findings.json"
+    secret.write_text(
+        json.dumps(
+            {
+                "looked_at": [],
+                "findings": [
+                    {
+                        "file": "greeting.txt",
+                        "line": 1,
+                        "claim": "HOST-SECRET-CLAIM",
+                        "evidence": "HOST-SECRET-EVIDENCE",
+                        "severity": "high",
+                    }
+                ],
+            }
+        )
+    )
+    script.write_text(
+        json.dumps(
+            {
+                "review": {
+                    "correctness": {"find": {"looked_at": [], "findings": []}, "refute": []},
+                    "security": {"link_findings_to": str(secret), "refute": []},
+                }
+            }
+        )
+    )
+    number, pull = open_pull(stack, config(review=True))
+    [request] = wait_for_requests(stack, number, ["done"])
+
+    [review] = [r for r in stack.repository(REPO)["reviews"] if r["pull"] == pull["number"]]
+    everything = json.dumps(stack.repository(REPO)["reviews"]) + json.dumps(stack.repository(REPO)["review_comments"])
+    assert "HOST-SECRET" not in everything and "HOST-SECRET" not in (request.result or "")
+    assert any(
+        "`.lanebot/findings.json` is a symlink; lanebot reads only regular files there" in problem
+        for problem in json.loads(request.result)["problems"]
+    )

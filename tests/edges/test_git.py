@@ -105,6 +105,23 @@ async def test_ensure_creates_a_bare_mirror_under_workdir_mirrors_owner_name(
     assert await mirror.resolve("main") == remote.sha("main")
 
 
+async def test_the_mirror_its_lock_and_the_worktrees_parent_folders_are_lanebots_alone(mirror: Mirror, tmp_path: Path):
+    previous = os.umask(0o022)
+    try:
+        await mirror.ensure()
+        lane = tmp_path / "work" / "worktrees" / "octo" / "widgets" / "run-1" / "lane-a"
+        await mirror.add_worktree(lane, branch="lanebot/lane-a", start="main")
+        view = tmp_path / "work" / "worktrees" / "octo" / "widgets" / "run-1" / "_plan"
+        await mirror.checkout(view, "main")
+    finally:
+        os.umask(previous)
+
+    work = tmp_path / "work"
+    for folder in (work, work / "mirrors", work / "mirrors" / "octo", work / "worktrees", lane.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    assert stat.S_IMODE((work / "mirrors" / "octo" / "widgets.lock").stat().st_mode) == 0o600
+
+
 async def test_ensure_is_idempotent(mirror: Mirror, remote: Remote):
     await mirror.ensure()
     await mirror.ensure()

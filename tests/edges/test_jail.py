@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.edges.jail import SYSTEM_READ_ONLY, JailPolicy, bwrap_argv, git_binds, probe
+from tests.process_helpers import gone
 
 SECRET = "lanebot-test-secret-0f3c9a"
 
@@ -211,19 +212,7 @@ def test_a_setsid_child_is_gone_once_the_command_ends(bwrap, tmp_path):
     status, output = _run(bwrap, _policy(tmp_path), script)
     assert status == 0 and output.strip() == "started", output
     assert time.monotonic() - started < 30  # nothing held the output open
-    assert not _processes_with(marker)
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    assert gone(marker)
 
 
 def test_git_works_in_a_worktree_but_its_mirror_cannot_be_configured_from_inside(bwrap, tmp_path):

@@ -5,6 +5,8 @@ Every test that takes `engine` or `database_url` runs once per database (see con
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -141,6 +143,39 @@ def test_sqlite_connections_use_wal_a_busy_timeout_and_foreign_keys(tmp_path):
             assert connection.execute(text("PRAGMA foreign_keys")).scalar_one() == 1
     finally:
         engine.dispose()
+
+
+def test_a_new_sqlite_database_and_its_wal_files_are_created_0600(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        database = tmp_path / "lanebot.db"
+        engine = make_engine(f"sqlite:///{database}")
+        try:
+            migrate(engine)
+            with engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+                made = [database, *(database.with_name(database.name + tail) for tail in ("-wal", "-shm"))]
+                for path in made:
+                    if path.exists():
+                        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        finally:
+            engine.dispose()
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+
+
+def test_an_existing_database_file_keeps_its_mode_and_memory_urls_make_no_file(tmp_path, monkeypatch):
+    database = tmp_path / "kept.db"
+    database.touch(mode=0o640)
+    database.chmod(0o640)
+    make_engine(f"sqlite:///{database}").dispose()
+    monkeypatch.chdir(tmp_path)
+    make_engine("sqlite://").dispose()
+    make_engine("sqlite:///:memory:").dispose()
+
+    assert stat.S_IMODE(database.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.db"]
 
 
 def test_foreign_keys_are_enforced(engine):

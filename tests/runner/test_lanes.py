@@ -18,6 +18,7 @@ from bot.edges.jail import JailPolicy
 from bot.render.checks import lane_report, verify_report
 from bot.render.pull_request import LaneSummary, pr_body, split_pr_text
 from bot.runner.lanes import FailureKind, LaneFailure, keep_tail, ownership_violations, run_script
+from tests.process_helpers import gone, processes_with, running
 
 
 def make_unit(files: str, unit_id: str = "api") -> Unit:
@@ -112,7 +113,7 @@ async def test_a_command_past_its_timeout_is_stopped_with_its_whole_process_grou
     result = await run_script(command, script=tmp_path / "slow.sh", cwd=tmp_path, timeout=0.3, env={}, jail=None)
     assert result.timed_out and result.exit_status is None
     assert result.describe("verify") == "verify did not finish within 0.3 s and was stopped"
-    assert not _running(int(pid_file.read_text()))
+    assert not running(int(pid_file.read_text()))
 
 
 @pytest.mark.anyio
@@ -133,7 +134,7 @@ async def test_a_cancelled_command_leaves_no_process_behind(tmp_path):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not _running(int(pid_file.read_text()))
+    assert not running(int(pid_file.read_text()))
 
 
 def _jail(root: Path) -> JailPolicy:
@@ -177,7 +178,7 @@ async def test_a_check_through_run_script_runs_in_the_jail(bwrap, tmp_path, monk
     assert "LEAK" not in result.output and "s3cret-of-lanebot" not in result.output
     assert ours not in result.output  # lanebot's own process is not there to be seen
     assert f"unit=api home={jail.home}" in result.output
-    assert not _processes_with(marker)
+    assert gone(marker)
 
 
 @pytest.mark.anyio
@@ -187,7 +188,7 @@ async def test_a_jailed_command_past_its_timeout_is_stopped_with_everything_in_i
     command = f"setsid sleep {marker} & sleep {marker}"
     result = await run_script(command, script=tmp_path / "slow.sh", cwd=jail.worktree, timeout=0.5, env={}, jail=jail)
     assert result.timed_out and result.describe("its check") == "its check did not finish within 0.5 s and was stopped"
-    assert not _processes_with(marker)
+    assert gone(marker)
 
 
 @pytest.mark.anyio
@@ -204,32 +205,12 @@ async def test_a_cancelled_jailed_command_leaves_no_process_behind(bwrap, tmp_pa
             jail=jail,
         )
     )
-    while len(_processes_with(marker)) < 2:
+    while len(processes_with(marker)) < 2:
         await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not _processes_with(marker)
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes() and _running(int(entry.name)):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
+    assert gone(marker)
 
 
 # --------------------------------------------------------------------------- check runs

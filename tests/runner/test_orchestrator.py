@@ -336,6 +336,28 @@ async def test_verify_failing_gets_a_repair_session_shown_the_failure_and_the_pr
 
 
 @pytest.mark.anyio
+async def test_a_pr_file_that_links_to_a_host_file_is_refused_and_never_read_into_the_pull_request(
+    tmp_path, monkeypatch, sqlite_url
+):
+    secret = tmp_path / "host-secret.pem"
+    secret.write_text("-----BEGIN PRIVATE KEY----- lanebot's own\n")
+    steps = {"integrate": {"default": {"symlink": {".lanebot/pr.md": str(secret)}}}}
+    async with world(
+        tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"}, steps=steps, integrate={"agent": "command"}
+    ) as w:
+        run_id = approved_run(w.context.engine, WORKED_EXAMPLE[:1])
+
+        assert await w.drive(run_id) == "done"
+
+        [pull] = w.github.pulls()
+        assert "PRIVATE KEY" not in pull["title"] + pull["body"]
+        assert "&#96;.lanebot/pr.md&#96; is a symlink; lanebot reads only regular files there" in pull["body"]
+        assert secret.read_text().startswith("-----BEGIN PRIVATE KEY-----")
+        tree = tree_paths(w.bare, integration_branch(ISSUE))
+        assert not any(path.startswith(".lanebot/") for path in tree)
+
+
+@pytest.mark.anyio
 async def test_verify_failing_after_its_repairs_blocks_the_run_without_a_pull_request(
     tmp_path, monkeypatch, sqlite_url
 ):

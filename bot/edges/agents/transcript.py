@@ -18,6 +18,7 @@ annotations (`exit`, `outcome`, ...) are still recorded.
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -55,8 +56,9 @@ class Transcript:
         self._dropped_lines = 0
 
     def __enter__(self) -> Transcript:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        self._file = os.fdopen(descriptor, "a", encoding="utf-8")
         return self
 
     def __exit__(

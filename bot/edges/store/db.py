@@ -11,8 +11,9 @@ command.revision(alembic_config('sqlite:///./lanebot.db'), message='what changed
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,23 @@ def make_engine(url: str, **engine_options: Any) -> Engine:
     parsed = normalise_url(url)
     engine = create_engine(parsed, **engine_options)
     if parsed.get_backend_name() == "sqlite":
+        _create_private_database_file(parsed)
         event.listen(engine, "connect", _configure_sqlite_connection)
     return engine
+
+
+def _create_private_database_file(url: URL) -> None:
+    """Create a SQLite database file that does not exist yet (in a folder that does) 0600, before
+    SQLite would make it with the umask's 0644: it holds the runs and the installations' state. SQLite
+    gives its -wal and -shm files the database file's mode."""
+    database = url.database or ""
+    if not database or database == ":memory:" or database.startswith("file:") or url.query.get("uri"):
+        return
+    path = Path(database)
+    if not path.parent.is_dir():
+        return  # a missing folder stays an unreachable database, as SQLite reports it
+    with suppress(OSError):  # there already, or not writable: SQLite says so when it connects
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:

@@ -45,6 +45,7 @@ from bot.core.feedback import (
 from bot.core.names import integration_branch
 from bot.core.text import marker, parse_marker, sanitize_untrusted
 from bot.edges.agents import AgentResult
+from bot.edges.files import WorktreeFileError, read_worktree_file, write_worktree_file
 from bot.edges.git import GitError, Worktree, git
 from bot.edges.github.checks import finish_check, start_check
 from bot.edges.github.permissions import authorise, cache_for
@@ -214,9 +215,14 @@ class _FixLane:
         number: int,
     ) -> _Attempt:
         result = await self._session(worktree, pull, feedback, allowed + named, failure)
-        report, problems = parse_fix_report(
-            await self._take_report(worktree), [thread.id for thread in feedback.brief.instructions]
-        )
+        text, refused = await self._take_report(worktree)
+        thread_ids = [thread.id for thread in feedback.brief.instructions]
+        if refused is None:
+            report, problems = parse_fix_report(text, thread_ids)
+        else:  # the report is data: a link or a FIFO there is refused, never read
+            why = f"the session did not report on it ({refused})"
+            report = FixReport(summary="", addressed={}, not_addressed=dict.fromkeys(thread_ids, why))
+            problems = [refused]
         attempt = _Attempt(report=report, problems=problems)
         new_head = await worktree.commit_all(self._commit_message(number), self.rt.identity)
         if isinstance(result, str) or not result.ok:
@@ -261,9 +267,7 @@ class _FixLane:
         allowed: list[str],
         failure: dict[str, str] | None,
     ) -> AgentResult | str:
-        threads_file = worktree.path / THREADS_FILE
-        threads_file.parent.mkdir(parents=True, exist_ok=True)
-        threads_file.write_text(threads_json(feedback.brief, feedback.is_trusted), encoding="utf-8")
+        write_worktree_file(worktree.path, THREADS_FILE, threads_json(feedback.brief, feedback.is_trusted))
         prompt = render_prompt(
             self.rt.workflow,
             "fix",
@@ -295,13 +299,18 @@ class _FixLane:
             brief=brief,
         )
 
-    async def _take_report(self, worktree: Worktree) -> str | None:
-        """The session's report, read; then `.lanebot/` goes, so none of it is committed."""
-        report = worktree.path / REPORT_FILE
-        text = report.read_text(encoding="utf-8", errors="replace") if report.is_file() else None
+    async def _take_report(self, worktree: Worktree) -> tuple[str | None, str | None]:
+        """(the session's report or None, why it was refused or None); then `.lanebot/` goes, so none
+        of it is committed. The report is read only as a regular file inside the worktree."""
+        refused: str | None = None
+        try:
+            data = read_worktree_file(worktree.path, REPORT_FILE)
+        except WorktreeFileError as error:
+            data, refused = None, str(error)
+        text = None if data is None else data.decode("utf-8", errors="replace")
         await git("rm", "-r", "--cached", "--quiet", "--ignore-unmatch", "--", ".lanebot", cwd=worktree.path)
         await git("clean", "-d", "--force", "--quiet", "-x", "--", ".lanebot", cwd=worktree.path)
-        return text
+        return text, refused
 
     def _commit_message(self, number: int) -> str:
         asked = "review" if self.request.review_id else "`/fix`"

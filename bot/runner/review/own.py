@@ -25,7 +25,6 @@ import contextlib
 import json
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gidgethub import BadRequest
@@ -42,6 +41,7 @@ from bot.core.findings import (
     survivors,
 )
 from bot.core.text import marker, parse_marker
+from bot.edges.files import WorktreeFileError, read_worktree_file, remove_worktree_file, write_worktree_file
 from bot.edges.git import git
 from bot.edges.github.reviews import create_review, get_pull, list_reviews
 from bot.edges.store import reviews
@@ -187,8 +187,9 @@ class _SelfReview:
         path = self.rt.worktree_path(f"_review-{self.request.id}-{lens.name}")
         worktree = await self.rt.mirror.checkout(path, head)
         try:
-            for name, text in files.items():
-                _write(worktree.path / name, text)
+            remove_worktree_file(worktree.path, output)  # one the repository committed is not this session's
+            for name, text in files.items():  # never through a link the repository committed there
+                write_worktree_file(worktree.path, name, text)
             result = await run_session(
                 self.rt,
                 kind="review",
@@ -204,11 +205,15 @@ class _SelfReview:
                 why = result if isinstance(result, str) else (result.error or "the session failed")
                 lens.problems.append(f"{lens.name} ({phase}): {why}")
                 return None
-            written = worktree.path / output
-            if not written.is_file():
+            try:
+                data = read_worktree_file(worktree.path, output)
+            except WorktreeFileError as error:  # a link or a FIFO there is refused, never followed
+                lens.problems.append(f"{lens.name} ({phase}): {error}")
+                return None
+            if data is None:
                 lens.problems.append(f"{lens.name} ({phase}): the session wrote no `{output}`")
                 return None
-            return written.read_text(encoding="utf-8", errors="replace")
+            return data.decode("utf-8", errors="replace")
         finally:
             with contextlib.suppress(Exception):
                 await self.rt.mirror.remove_worktree(path)
@@ -282,8 +287,3 @@ class _SelfReview:
             "self_review_posted",
             {"request": self.request.id, "head": head, "kept": len(kept), "dropped": len(dropped)},
         )
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
