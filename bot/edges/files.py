@@ -19,6 +19,8 @@ import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+from bot.edges.private import private_dir
+
 __all__ = [
     "MAX_WORKTREE_FILE_BYTES",
     "WorktreeFileError",
@@ -160,20 +162,6 @@ def remove_worktree_file(root: Path, relative: str) -> None:
         _remove_unless(current, parts[-1], None)
     finally:
         os.close(current)
-
-
-def private_dir(path: Path) -> Path:
-    """Create the missing folders of `path`, each 0700 (whatever the umask); existing ones are left as they are."""
-    missing: list[Path] = []
-    current = path
-    while not current.exists() and current != current.parent:
-        missing.append(current)
-        current = current.parent
-    for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=0o700)
-            folder.chmod(0o700)
-    return path
 
 
 def write_private(path: Path, text: str) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import fcntl
 import logging
 import os
@@ -30,6 +29,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from bot.edges.private import private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -281,22 +282,10 @@ def _refuse_option(value: str, what: str) -> None:
 _TASK_LOCKS: dict[Path, asyncio.Lock] = {}
 
 
-def _private_folders(path: Path) -> None:
-    """Create the missing folders of `path` 0700 (whatever the umask): mirrors are lanebot's alone."""
-    missing: list[Path] = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=0o700)
-            folder.chmod(0o700)
-
-
 @asynccontextmanager
 async def _file_lock(path: Path, sleep: Callable[[float], Awaitable[object]]) -> AsyncIterator[None]:
     """An exclusive fcntl lock on `path`, polled so a waiting task never blocks the event loop."""
-    _private_folders(path.parent)
+    private_dir(path.parent)
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         while True:
@@ -437,7 +426,7 @@ class Mirror:
         for leftover in (building, self.path):  # left by a process that died creating it; we hold the lock
             if leftover.exists():
                 await asyncio.to_thread(shutil.rmtree, leftover)
-        _private_folders(building.parent)
+        private_dir(building.parent)
         await git("init", "--quiet", "--bare", str(building), cwd=building.parent)
         await git("config", f"remote.{REMOTE}.url", self.remote_url, cwd=building)
         for refspec in FETCH_REFSPECS:
@@ -522,7 +511,7 @@ class Mirror:
         """Under the lock: whatever a crashed attempt left at `path` removed."""
         path = self._worktree_path(path)
         await self._remove_worktree_locked(path)
-        _private_folders(path.parent)
+        private_dir(path.parent)
         return path
 
 
