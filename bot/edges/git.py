@@ -4,10 +4,15 @@ merges and pushes as the GitHub App installation.
 Every git call goes through `git()`: `asyncio.create_subprocess_exec` with an argument list (no
 shell), in an environment built from scratch so nothing of the user's or the system's git setup
 leaks in (no global or system config, no inherited `GIT_DIR`/`GIT_TRACE`, no terminal prompts, no
-hooks, `LC_ALL=C`). An installation token reaches git only through that environment, as an
-`http.<remote-url>.extraHeader` set with `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`
-(GitHub's documented `x-access-token` Basic credentials); never in argv, the remote URL, a log
-line, an exception message or any `.git/config`.
+hooks, no fsmonitor, `LC_ALL=C`). An installation token reaches git only as an
+`http.<remote-url>.extraHeader` (GitHub's documented `x-access-token` Basic credentials) in a
+global config file of that one call: 0600, in a fresh 0700 temporary folder, named by
+`GIT_CONFIG_GLOBAL` and deleted when the call ends. So it is never in argv or in a process
+environment (`/proc/<pid>/environ` of git and its `git-remote-http` child hold only the file's
+path), the remote URL, a log line, an exception message or any `.git/config`.
+
+Each call runs in its own process group; when the calling task is cancelled the whole group is
+killed, so a `git-remote-http` stalled on a remote does not outlive the call.
 
 Refs have one meaning throughout: a *ref* given to `Mirror.resolve`, `add_worktree`, `checkout`,
 `changed_paths` and `merge_no_ff` is a branch name as it is on the remote (as last fetched, so
@@ -25,8 +30,10 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+import signal
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -127,11 +134,13 @@ class Credentials:
             return ()
         return (self.token, _basic_credentials(self.token))
 
-    def config(self) -> list[tuple[str, str]]:
+    def config_file(self) -> str:
+        """The git config file text that sends the token (empty without one)."""
         if self.token is None:
-            return []
-        key = f"http.{self.url}.extraHeader" if self.url else "http.extraHeader"
-        return [(key, f"Authorization: Basic {_basic_credentials(self.token)}")]
+            return ""
+        quoted = (self.url or "").replace("\\", "\\\\").replace('"', '\\"')
+        section = f'[http "{quoted}"]' if self.url else "[http]"
+        return f"{section}\n\textraHeader = Authorization: Basic {_basic_credentials(self.token)}\n"
 
 
 def _basic_credentials(token: str) -> str:
@@ -188,11 +197,13 @@ def _scrub(text: str, secrets: Iterable[str]) -> str:
 
 
 def git_environment(
-    credentials: Credentials | None = None,
     extra: Mapping[str, str] | None = None,
     parent: Mapping[str, str] | None = None,
+    *,
+    global_config: Path | None = None,
 ) -> dict[str, str]:
-    """The environment of one git call: isolated from every git configuration but the repository's."""
+    """The environment of one git call: isolated from every git configuration but the repository's
+    and `global_config` (the call's credentials file, or none)."""
     extra = dict(extra or {})
     refused = sorted(name for name in extra if CONTROLLED_ENV.fullmatch(name))
     if refused:
@@ -203,7 +214,7 @@ def git_environment(
     env.update(
         LC_ALL="C",
         GIT_TERMINAL_PROMPT="0",
-        GIT_CONFIG_GLOBAL="/dev/null",
+        GIT_CONFIG_GLOBAL=str(global_config) if global_config else "/dev/null",
         GIT_CONFIG_NOSYSTEM="1",
         GIT_HTTP_LOW_SPEED_LIMIT=LOW_SPEED_LIMIT,
         GIT_HTTP_LOW_SPEED_TIME=LOW_SPEED_TIME_S,
@@ -215,8 +226,8 @@ def git_environment(
         ("core.excludesFile", "/dev/null"),
         ("commit.gpgSign", "false"),
         ("credential.helper", ""),
+        ("core.fsmonitor", "false"),
     ]
-    config += credentials.config() if credentials else []
     env["GIT_CONFIG_COUNT"] = str(len(config))
     for index, (key, value) in enumerate(config):
         env[f"GIT_CONFIG_KEY_{index}"] = key
@@ -238,22 +249,25 @@ async def git(
     argv = ("git", *args)
     shown = tuple(_scrub(arg, secrets) for arg in argv)
     logger.debug("%s (in %s)", shlex.join(shown), cwd)
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env=git_environment(credentials, env),
-        stdin=asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await process.communicate(input)
-    except asyncio.CancelledError:
-        # A git left running would keep holding index and ref locks after the task is gone.
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        raise
+    with _credentials_file(credentials) as global_config:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=git_environment(env, global_config=global_config),
+            stdin=asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = await process.communicate(input)
+        except asyncio.CancelledError:
+            # A git left running would keep holding index and ref locks after the task is gone, and
+            # its transport child (git-remote-http) would keep waiting on the remote.
+            _kill_group(process.pid)
+            if process.returncode is None:
+                await process.wait()
+            raise
     assert process.returncode is not None
     result = CompletedGit(
         argv=shown,
@@ -264,6 +278,31 @@ async def git(
     if check and result.returncode != 0:
         raise GitError(shown, result.returncode, result.stderr, cwd=cwd, stdout=result.stdout)
     return result
+
+
+@contextmanager
+def _credentials_file(credentials: Credentials | None) -> Iterator[Path | None]:
+    """A private global config file holding the token for one call, removed afterwards; None without a token."""
+    text = credentials.config_file() if credentials else ""
+    if not text:
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="lanebot-git-"))  # 0700
+    path = folder / "config"
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _nul_separated(text: str) -> list[str]:

@@ -9,9 +9,13 @@ import fcntl
 import logging
 import os
 import shutil
+import socket
 import stat
 import subprocess
+import tempfile
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from bot.edges.git import Credentials, GitError, Identity, Mirror, RefNotFound, git, git_environment
+from tests.process_helpers import gone, processes_with
 
 pytestmark = pytest.mark.anyio
 
@@ -739,6 +744,7 @@ def install_git_shim(tmp_path: Path, monkeypatch) -> Path:
         "#!/bin/sh\n"
         f"for arg in \"$@\"; do printf '%s\\0' \"$arg\" >> '{argv_log}'; done\n"
         f"printf '\\036' >> '{argv_log}'\n"
+        f"cat /proc/$$/environ >> '{argv_log}.environ'\n"
         f"exec '{REAL_GIT}' \"$@\"\n"
     )
     shim.chmod(0o755)
@@ -882,11 +888,62 @@ async def test_the_token_reaches_the_remote_only_as_a_header_and_leaves_no_trace
     calls = read_argv_log(argv_log)
     assert any(call[:1] == ["push"] for call in calls) and any(call[:1] == ["fetch"] for call in calls)
     assert not [call for call in calls if any(secret in arg for arg in call for secret in secrets)]
+    environments = Path(f"{argv_log}.environ").read_bytes()
+    assert b"GIT_CONFIG_GLOBAL=/" in environments
+    assert not [secret for secret in secrets if secret.encode() in environments], "the token was in git's environment"
     assert not [record for record in caplog.records if any(secret in record.getMessage() for secret in secrets)]
     traces = [secret.encode() for secret in secrets]
     assert files_holding(mirror.path, traces) == []
     assert files_holding(tree.path / ".git", traces) == [] and (tree.path / ".git").is_file()
     assert run_git("config", "--get", "remote.origin.url", cwd=mirror.path) == f"{server.url}/remote.git"
+
+
+async def test_the_credentials_file_exists_only_while_its_git_call_runs(
+    http_remote: tuple[SmartHTTP, str], remote: Remote, tmp_path: Path, monkeypatch
+):
+    server, token = http_remote
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile caches the folder it found first
+
+    async def installation_token() -> Credentials:
+        return Credentials(token)
+
+    mirror = Mirror(tmp_path / "work", "octo/widgets", f"{server.url}/remote.git", installation_token)
+    await mirror.fetch()
+
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+async def test_cancelling_a_git_call_against_a_stalled_remote_stops_its_transport_too(tmp_path: Path):
+    stalled = socket.socket()
+    stalled.bind(("127.0.0.1", 0))
+    stalled.listen(8)  # accepts connections (the kernel does) and never answers
+    marker = f"127.0.0.1:{stalled.getsockname()[1]}/stalled-{uuid.uuid4().hex[:8]}.git"
+    run_git("init", "--quiet", str(tmp_path / "repo"), cwd=tmp_path)
+    try:
+        call = asyncio.ensure_future(git("fetch", f"http://{marker}", cwd=tmp_path / "repo"))
+        deadline = time.monotonic() + 10
+        while not any("remote-http" in cmdline(pid) for pid in processes_with(marker)):
+            assert time.monotonic() < deadline, "git-remote-http never started"
+            await asyncio.sleep(0.05)
+
+        call.cancel()
+        # Without its transport stopped, the call would end only when git gives up on the remote (a minute).
+        done, _ = await asyncio.wait({call}, timeout=10)
+        assert done, "the cancelled git call did not end"
+        assert call.cancelled()
+
+        assert await asyncio.to_thread(gone, marker, 5.0), "git's transport outlived the cancelled call"
+    finally:
+        stalled.close()
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 async def test_a_wrong_token_fails_the_push_with_a_clear_error_that_hides_it(
