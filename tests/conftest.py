@@ -191,3 +191,15 @@ def bwrap() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+from tests.model_server.scenarios import scripted  # noqa: E402
+from tests.model_server.server import ModelServer  # noqa: E402
+
+
+@pytest.fixture
+def model_server() -> Iterator[ModelServer]:
+    """A scripted model server on loopback (tests/model_server/server.py) that answers every call
+    with a short closing text until the test sets `.responder`; closed, its threads joined, after."""
+    with ModelServer(scripted()) as server:
+        yield server

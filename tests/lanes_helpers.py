@@ -19,6 +19,7 @@ from bot.core.workflow import deep_merge
 from bot.edges.settings import Settings
 from bot.edges.store import runs as store
 from bot.edges.workflow_files import DEFAULT_WORKFLOW
+from bot.runner import jailing
 from bot.sandbox.state import Ids
 from tests.app_helpers import private_key_pem
 
@@ -82,6 +83,20 @@ def make_workflow_dir(root: Path, overrides: dict[str, Any], agent_argv: list[st
         host = deep_merge(host, {"agents": {"command": {"argv": agent_argv}}})
     (folder / DEFAULT_WORKFLOW.name).write_text(yaml.safe_dump(deep_merge(settings, host)))
     return folder
+
+
+def run_scripted_agent_plain(monkeypatch: Any = None) -> None:
+    """Let the scripted `command` agent below run as a plain process, out of the agents' jail.
+
+    It runs on the test's own Python and keeps its scenario, log and prompts outside its worktree,
+    none of which a jail shows; the tests that use it are about the orchestration. Checks and
+    verify stay jailed. What a jailed agent sees is tests/edges/test_agents_jailed.py's subject,
+    and that every session asks for its jail is tests/runner/test_sessions.py's."""
+    plain = jailing.PROCESSLESS_AGENTS | {"command"}
+    if monkeypatch is None:  # a process of its own (tests/recovery_driver.py)
+        jailing.PROCESSLESS_AGENTS = plain
+    else:
+        monkeypatch.setattr(jailing, "PROCESSLESS_AGENTS", plain)
 
 
 AGENT_SCRIPT = r'''

@@ -24,7 +24,7 @@ from bot.edges.git import Identity, Worktree, git
 from bot.edges.github.client import GitHubApp
 from bot.edges.store.db import make_engine
 from bot.runner import orchestrator
-from tests.lanes_helpers import RunnerContext, make_settings
+from tests.lanes_helpers import RunnerContext, make_settings, run_scripted_agent_plain
 
 IDENTITY = Identity("test", "test@example.com").env()
 
@@ -54,6 +54,7 @@ def install_pause(where: str) -> None:
 
 async def main(database_url: str, api_url: str, workdir: str, run_id: int, private_key_file: str) -> None:
     install_pause(os.environ.get("LANEBOT_TEST_PAUSE", ""))
+    run_scripted_agent_plain()
     engine = make_engine(database_url)
     settings = make_settings(
         Path(workdir).parent,

@@ -20,6 +20,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the lane and integrate agent (default recipe: applies the files the briefs spell out; "
         "claude or codex if you have one installed and signed in)",
     )
+    demo.add_argument(
+        "--agent-binary",
+        metavar="PATH",
+        help="with --agent claude or codex: the CLI to run (default: $LANEBOT_DEMO_AGENT_BINARY, else the agent's "
+        "name on PATH); it gets the credentials and endpoints the environment has for it "
+        "(ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, CODEX_HOME, ... or a login in its home folder)",
+    )
     demo.add_argument("--dir", type=Path, metavar="DIR", help="work here instead of a new temporary folder")
     demo.set_defaults(func=run)
 
@@ -27,4 +34,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     from bot.demo.runner import main
 
-    return main(keep=args.keep, agent=args.agent, root=args.dir)
+    return main(keep=args.keep, agent=args.agent, root=args.dir, agent_binary=args.agent_binary)

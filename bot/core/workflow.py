@@ -461,6 +461,17 @@ CLAUDE_ENV: tuple[str, ...] = (
     "CLAUDE_CODE_CLIENT_CERT",
     "CLAUDE_CODE_CLIENT_KEY",
     "CLAUDE_CODE_CLIENT_KEY_PASSPHRASE",
+    # Its switches for traffic other than the model's (telemetry, error reports, update checks, feature
+    # flags, surveys) and its retry count: an operator who sets them in lanebot's environment means them.
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+    "DISABLE_TELEMETRY",
+    "DISABLE_ERROR_REPORTING",
+    "DISABLE_AUTOUPDATER",
+    "DISABLE_UPDATES",
+    "DISABLE_GROWTHBOOK",
+    "DISABLE_INSTALLATION_CHECKS",
+    "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY",
+    "CLAUDE_CODE_MAX_RETRIES",
 )
 # Every AWS_* variable (Bedrock's credentials, profile and region) and Vertex's per-model regions.
 CLAUDE_ENV_PREFIXES: tuple[str, ...] = ("AWS_", "VERTEX_REGION_")

@@ -5,10 +5,19 @@ an issue whose hand-written plan has four units (one `needs` edge) with recipe b
 waits for the gate comment, approves as a maintainer, and waits for the pull request. Then it
 prints what a person wants to see. Every wait has a timeout; a step that does not happen ends
 the demo with a non-zero status naming the step.
+
+With `agent` `claude` or `codex`, the real CLI runs the lanes and the integrate step, with whatever
+credentials and endpoints the environment gives it (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, a login
+in its home folder, CODEX_HOME's config, ...: the variables lanebot passes to that CLI). The binary
+is `agent_binary`, else $LANEBOT_DEMO_AGENT_BINARY, else the agent's name on PATH; it reaches
+lanebot as host settings (`agents.<agent>.binary`, in a copy of the default workflow under the
+demo's folder), as a repository's .github/lanebot.yml may not choose programs for the host.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -17,16 +26,25 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from bot.core.workflow import deep_merge
 from bot.demo.plan import issue_body
 from bot.demo.stack import Stack, StepTimedOut
 from bot.edges.store import db, runs
 from bot.edges.store.models import Lane
+from bot.edges.workflow_files import DEFAULT_WORKFLOW, WORKFLOWS_DIR_ENV
 
 REPOSITORY = "octo-org/tasks"
 MAINTAINER = "maintainer"
 TRIGGER_LABEL = "lanebot"
 GATE_TIMEOUT_S = 90.0
 PR_TIMEOUT_S = 240.0
+# A real model writes four units and integrates them: minutes, not seconds (lanebot's own session
+# timeouts, 30 minutes each by default, still bound every lane).
+REAL_AGENT_PR_TIMEOUT_S = 3600.0
+REAL_AGENTS = ("claude", "codex")
+AGENT_BINARY_ENV = "LANEBOT_DEMO_AGENT_BINARY"
 
 
 def repository_config(agent: str) -> str:
@@ -55,9 +73,34 @@ class DemoResult:
     api_requests: int
 
 
-def run_demo(root: Path, *, agent: str = "recipe", say: Callable[[str], None] = print) -> tuple[Stack, DemoResult]:
-    """Run the whole flow under `root`; the Stack is returned still running (the caller stops it)."""
-    stack = Stack(root)
+def agent_binary_for(agent: str, agent_binary: str | None = None) -> str:
+    """The executable a real agent runs as: `agent_binary`, else $LANEBOT_DEMO_AGENT_BINARY, else `agent`."""
+    return agent_binary or os.environ.get(AGENT_BINARY_ENV, "").strip() or agent
+
+
+def host_workflows(root: Path, agent: str, binary: str) -> Path:
+    """A copy of the default workflow folder under `root` whose host settings run `agent` as `binary`."""
+    folder = root / "workflows"
+    shutil.copytree(DEFAULT_WORKFLOW.parent / "prompts", folder / "prompts", dirs_exist_ok=True)
+    settings = yaml.safe_load(DEFAULT_WORKFLOW.read_text())
+    merged = deep_merge(settings, {"agents": {agent: {"binary": binary}}})
+    (folder / DEFAULT_WORKFLOW.name).write_text(yaml.safe_dump(merged, sort_keys=False))
+    return folder
+
+
+def run_demo(
+    root: Path, *, agent: str = "recipe", agent_binary: str | None = None, say: Callable[[str], None] = print
+) -> tuple[Stack, DemoResult]:
+    """Run the whole flow under `root`; the Stack is returned still running (the caller stops it).
+
+    `agent_binary` (claude and codex only): the CLI to run, see `agent_binary_for`."""
+    lanebot_env: dict[str, str] = {}
+    if agent in REAL_AGENTS:
+        binary = agent_binary_for(agent, agent_binary)
+        root.mkdir(parents=True, exist_ok=True)
+        lanebot_env[WORKFLOWS_DIR_ENV] = str(host_workflows(root, agent, binary))
+        say(f"The lanes and the integrate step run `{binary}` ({agent}).")
+    stack = Stack(root, lanebot_env=lanebot_env)
     say(f"Starting the sandbox GitHub and lanebot under {root} ...")
     stack.start()
     try:
@@ -88,7 +131,10 @@ def _flow(stack: Stack, agent: str, say: Callable[[str], None]) -> DemoResult:
     human.comment(REPOSITORY, number, login=MAINTAINER, body="/approve")
 
     pull = stack.wait_for(
-        "the pull request", lambda: _pull_for(stack, number), timeout=PR_TIMEOUT_S, seen=lambda: _seen(stack, number)
+        "the pull request",
+        lambda: _pull_for(stack, number),
+        timeout=REAL_AGENT_PR_TIMEOUT_S if agent in REAL_AGENTS else PR_TIMEOUT_S,
+        seen=lambda: _seen(stack, number),
     )
     state = stack.repository(REPOSITORY)
     lanes, wall_clock = _lanes_and_wall_clock(stack, number)
@@ -202,10 +248,10 @@ def report(result: DemoResult) -> str:
     return "\n".join(lines)
 
 
-def main(*, keep: bool, agent: str, root: Path | None) -> int:
+def main(*, keep: bool, agent: str, root: Path | None, agent_binary: str | None = None) -> int:
     folder = root or Path(tempfile.mkdtemp(prefix="lanebot-demo-"))
     try:
-        stack, result = run_demo(folder, agent=agent)
+        stack, result = run_demo(folder, agent=agent, agent_binary=agent_binary)
     except StepTimedOut as error:
         print(f"lanebot demo: {error}")
         print(f"Everything is under {folder} (lanebot.log, sandbox.log, sandbox-requests.log, deliveries/).")

@@ -8,13 +8,15 @@ What a jail gives, whatever the policy:
 
 - its own PID namespace (`--unshare-pid`, a fresh `/proc`): lanebot's processes are invisible,
   and when the command ends its namespace ends with it, so nothing it started stays, children
-  that called `setsid` included (the kernel kills a namespace's processes when its first one
-  exits); `--die-with-parent` ends it when bwrap is killed (a timeout, a cancellation);
+  that called `setsid` or double-forked included (bwrap exits when the command does, its init
+  dies with it, and the kernel kills the rest of the namespace); `--die-with-parent` ends it
+  when bwrap is killed (a timeout, a cancellation);
 - its own IPC, UTS and, where the kernel allows, cgroup namespaces; `--unshare-net` (only a
   loopback of its own) unless `network`; `--new-session` (no terminal to push input into);
-- `--clearenv` and only `env` set, plus `HOME` and `TMPDIR` (the private home and temp); bwrap
-  itself should be started with `environment()`, so even `/proc/1/environ` inside (bwrap's own
-  init) holds nothing else;
+- exactly `environment()` (the policy's `env`, plus `HOME` and `TMPDIR`, the private home and
+  temp; bwrap adds `PWD`) as its environment, which is the environment bwrap itself must be started with: no
+  variable is ever in bwrap's argv, where `/proc/<pid>/cmdline` would show an agent's API key
+  to every user of the host, and `/proc/1/environ` inside (bwrap's own init) holds nothing else;
 - a filesystem built from nothing: the system's read-only folders (`SYSTEM_READ_ONLY`), a fresh
   `/dev`, an empty `/tmp`, the private home and temp, the policy's `read_only` and
   `writable` paths and the worktree (writable, the working directory), each at its own path. No
@@ -29,8 +31,9 @@ files that tie them together (`.git`, `commondir`, `gitdir`: read-only, so a com
 point lanebot's own later git calls in that worktree somewhere else), and the mirror's other
 worktrees' admin folders (hidden: other lanes' indexes and HEADs are none of its business).
 
-The argv builder takes any argv, so an agent's CLI can be wrapped the same way; it then needs
-`network=True` and its own credentials in `env`.
+An agent's CLI is wrapped the same way (bot.runner.jailing.agent_jail): `network=True`, its own
+credentials in `env`, and its program bound read-only where it is installed (`program_binds`: an
+npm package's whole `node_modules`, else the binary itself).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ __all__ = [
     "find_bwrap",
     "git_binds",
     "probe",
+    "program_binds",
 ]
 
 DEFAULT_BWRAP = "/usr/bin/bwrap"
@@ -103,7 +107,8 @@ class JailProblem:
 
 
 def bwrap_argv(policy: JailPolicy, argv: Sequence[str], *, bwrap: str = DEFAULT_BWRAP) -> list[str]:
-    """bwrap's argv that runs `argv` inside `policy` (pure: nothing is read or created)."""
+    """bwrap's argv that runs `argv` inside `policy` (pure: nothing is read or created). Start it
+    with `policy.environment()` as its whole environment: that is what `argv` gets."""
     if not argv:
         raise ValueError("the jail needs a command to run")
     for path in (policy.worktree, policy.home, policy.tmp, *policy.read_only, *policy.writable):
@@ -112,9 +117,8 @@ def bwrap_argv(policy: JailPolicy, argv: Sequence[str], *, bwrap: str = DEFAULT_
     out = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not policy.network:
         out.append("--unshare-net")
-    out += ["--die-with-parent", "--new-session", "--hostname", "lanebot-jail", "--clearenv"]
-    for name, value in sorted(policy.environment().items()):
-        out += ["--setenv", name, value]
+    # No --clearenv/--setenv: the environment is bwrap's own (`environment()`), never in argv.
+    out += ["--die-with-parent", "--new-session", "--hostname", "lanebot-jail"]
     system = SYSTEM_READ_ONLY + (NETWORK_READ_ONLY if policy.network else ())
     bound = (*system, *(str(path) for path in (*policy.read_only, *policy.writable)))
     for folder in system:
@@ -140,6 +144,24 @@ def bwrap_argv(policy: JailPolicy, argv: Sequence[str], *, bwrap: str = DEFAULT_
 
 def _under(path: Path, folders: Sequence[str]) -> bool:
     return any(path.is_relative_to(folder) for folder in folders)
+
+
+def program_binds(executable: Path) -> tuple[Path, tuple[Path, ...]]:
+    """How to start `executable` (absolute, as found on PATH) in a jail: the path to run, and what
+    to bind read-only for it. A file of an npm package (found through its links) brings the
+    outermost `node_modules` holding it: the package, the platform packages beside it (Codex's
+    native binary) and their own dependencies; the path found runs when it lies inside. Any other
+    program is run at its real path, and bound itself unless a system folder holds it."""
+    found = executable.absolute()
+    real = found.resolve()
+    modules = [folder for folder in real.parents if folder.name == "node_modules"]
+    if modules:
+        package = modules[-1]
+        runs = found if found.is_relative_to(package) else real
+        return runs, () if _under(package, SYSTEM_READ_ONLY) else (package,)
+    if _under(real, SYSTEM_READ_ONLY):
+        return (found if _under(found, SYSTEM_READ_ONLY) else real), ()
+    return real, (real,)
 
 
 @dataclass(frozen=True)

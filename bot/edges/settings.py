@@ -69,10 +69,12 @@ class Settings:
     max_lanes: int = 8
     max_runs_per_repo: int = 2
     recover_deliveries: bool = False
-    # Run checks and verify as plain processes when bubblewrap does not work here (LANEBOT_UNJAILED=1).
+    # Run agents, checks and verify as plain processes, out of the jail (LANEBOT_UNJAILED=1).
     unjailed: bool = False
     # More host folders the jail shows read-only (LANEBOT_JAIL_READ_ONLY, separated by `:`), e.g. a toolchain.
     jail_read_only: tuple[Path, ...] = ()
+    # PRIVATE_KEY_PATH, when set: the jail hides that file.
+    private_key_path: Path | None = None
 
     @classmethod
     def load(
@@ -102,6 +104,7 @@ class Settings:
             recover_deliveries=reader.boolean("LANEBOT_RECOVER_DELIVERIES", False),
             unjailed=reader.boolean("LANEBOT_UNJAILED", False),
             jail_read_only=reader.absolute_paths("LANEBOT_JAIL_READ_ONLY"),
+            private_key_path=reader.private_key_path(cwd),
         )
         if problems:
             raise SettingsError(problems)
@@ -245,6 +248,11 @@ class _Reader:
             self.problem("PRIVATE_KEY_PATH", f"PRIVATE_KEY_PATH {path} cannot be read ({error.__class__.__name__})")
             return ""
         return self._checked_key("PRIVATE_KEY_PATH", text)
+
+    def private_key_path(self, cwd: Path) -> Path | None:
+        """PRIVATE_KEY_PATH as an absolute path (set beside PRIVATE_KEY too: the file is still a key)."""
+        path = self.values.get("PRIVATE_KEY_PATH", "").strip()
+        return _absolute(Path(path), cwd) if path else None
 
     def _checked_key(self, name: str, text: str) -> str:
         pem = normalise_private_key(text)

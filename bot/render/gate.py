@@ -160,6 +160,14 @@ class _GateFacts(TypedDict):
     session_parts: Escaped
     questions: list[tuple[Escaped, Escaped]]
     commands: Sequence[tuple[Escaped, Escaped]]  # usage and description
+    unjailed: Escaped | None  # the warning that lanes will run without a jail
+
+
+UNJAILED_WARNING = Escaped(
+    "> **Warning:** this lanebot runs agents, checks and verify without a jail (`LANEBOT_UNJAILED=1`): "
+    "the lanes of this plan will be plain processes that can read the host's files and lanebot's own "
+    "environment, key and database."
+)
 
 
 @dataclass(frozen=True)
@@ -182,8 +190,12 @@ def render_gate(
     schedule: Schedule | str,
     max_lanes: int,
     superseded_by: int | None = None,
+    unjailed: bool = False,
 ) -> str:
     """The gate comment for one plan revision, under GitHub's 65,536-character limit.
+
+    `unjailed` (the operator set LANEBOT_UNJAILED=1) adds a one-line warning that the lanes will
+    run without a jail.
 
     A hand-written plan shows no planner sessions in the bound: none ran, and a `/replan`
     posts a new gate comment with its own bound. With `superseded_by`, the comment says so
@@ -208,6 +220,7 @@ def render_gate(
         schedule=chosen,
         max_lanes=max_lanes,
         superseded_by=superseded_by,
+        unjailed=unjailed,
     )
 
     rows = [_row(unit) for unit in graph.units]
@@ -266,6 +279,7 @@ def _gate_facts(
     schedule: Schedule,
     max_lanes: int,
     superseded_by: int | None,
+    unjailed: bool,
 ) -> _GateFacts:
     critical = graph.critical_path()
     return {
@@ -291,6 +305,7 @@ def _gate_facts(
         "session_parts": _session_parts(graph, budget),
         "questions": [(Escaped(q), Escaped(why)) for q, why in _QUESTIONS],
         "commands": () if superseded_by else _command_lines(state),
+        "unjailed": UNJAILED_WARNING if unjailed else None,
     }
 
 
@@ -353,6 +368,8 @@ def _minimal_gate(facts: _GateFacts, count: int) -> str:
         "",
         f"Up to {facts['session_bound']} agent sessions.",
     ]
+    if facts["unjailed"]:
+        lines += ["", facts["unjailed"]]
     if facts["commands"]:
         lines += ["", "Commands valid now: " + ", ".join(usage for usage, _ in facts["commands"])]
     return shorten("\n".join(lines) + "\n", COMMENT_LIMIT)

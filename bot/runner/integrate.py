@@ -50,7 +50,7 @@ from bot.render.checks import verify_report
 from bot.render.prompts import render_prompt
 from bot.render.pull_request import PR_BODY_LIMIT, LaneSummary, pr_body, split_pr_text
 from bot.runner.context import JobsContext, RunnerContext, RuntimeContext
-from bot.runner.jailing import command_jail, jail_problem
+from bot.runner.jailing import JailRefused, agent_jail, command_jail, jail_problem
 from bot.runner.lanes import FailureKind, LaneFailure, ScriptResult, is_ancestor, remote_sha, run_script
 from bot.runner.review import queue as review_queue
 from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
@@ -184,15 +184,17 @@ class _Merger:
             return f"the resolver could not run: {result}"
         if not result.ok:
             return f"the resolver failed: {result.error}"
-        unmerged = await self.worktree.unmerged_paths()
-        if unmerged:
-            return f"the resolver left {', '.join(unmerged)} unmerged"
         marked = sorted(
             set(await self.worktree.files_with_conflict_markers())
             | set(await self.worktree.files_with_conflict_markers(conflicted))
         )
         if marked:
             return f"the resolver left conflict markers in {', '.join(marked)}"
+        # lanebot stages what was resolved: in its jail the resolver's git cannot write the mirror's objects.
+        await git("add", "--all", "--", *conflicted, cwd=self.worktree.path)
+        unmerged = await self.worktree.unmerged_paths()
+        if unmerged:
+            return f"the resolver left {', '.join(unmerged)} unmerged"
         return None
 
     async def _publish(self, held: list[Lane]) -> None:
@@ -258,8 +260,9 @@ async def run_session(
     brief: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> AgentResult | str:
-    """One recorded agent session (resolve, integrate, verify repair, fix, review): its result, or why it
-    could not run. `env` adds to the LANEBOT_* variables the agent is given."""
+    """One recorded agent session (resolve, integrate, verify repair, fix, review) in its jail
+    (`agent_jail`): its result, or why it could not run (the jail refused included). `env` adds
+    to the LANEBOT_* variables the agent is given."""
     session = await db(store.start_session, rt.engine, run_id=rt.run.id, kind=kind, lane_id=lane_id, host=host_name())
     session_id = session.id
     assert session_id is not None
@@ -268,11 +271,16 @@ async def run_session(
     env = {"LANEBOT_RUN": str(rt.run.id), "LANEBOT_ISSUE": str(rt.issue_number), "LANEBOT_SESSION": kind, **(env or {})}
     try:
         adapter = make_agent(agent, getattr(rt.workflow.agents, agent))
+        jail = await agent_jail(
+            rt.context.settings, agent=agent, worktree=cwd, folder=rt.scratch_path(f"jail/{folder}-{kind}-{session_id}")
+        )
         result: AgentResult | str = await adapter.run(
-            AgentRequest(prompt=prompt, cwd=cwd, transcript=transcript, timeout=float(timeout), env=env, brief=brief),
+            AgentRequest(
+                prompt=prompt, cwd=cwd, transcript=transcript, timeout=float(timeout), env=env, brief=brief, jail=jail
+            ),
             on_start=lambda pid: store.update_session(rt.engine, session_id, pid=pid),
         )
-    except AgentConfigError as error:
+    except (AgentConfigError, JailRefused) as error:
         result = str(error)
     except BaseException:
         await db(store.finish_session, rt.engine, session_id, status="cancelled")

@@ -10,8 +10,9 @@ An attempt (`run_lane`, one executor job identified by run, unit and attempt num
    previous attempt pushed it, so the agent finds its earlier work;
 2. the lane prompt: the issue, the unit, and on a retry the previous failure (its reason, the
    offending paths, the last 200 lines of output);
-3. the agent (`build.agent`, `build.timeout`, the unit's brief for the recipe adapter), its
-   transcript at `<workdir>/transcripts/<run>/<unit>/attempt-N.jsonl`, its pid recorded;
+3. the agent (`build.agent`, `build.timeout`, the unit's brief for the recipe adapter) in its
+   own jail (bot.runner.jailing.agent_jail), its transcript at
+   `<workdir>/transcripts/<run>/<unit>/attempt-N.jsonl`, its pid (bwrap's) recorded;
 4. a commit of whatever the agent left, as lanebot's commit identity;
 5. ownership: every path changed since the base must match the unit's `files`; lanebot's
    scratch (`.lanebot/`) and `.github/workflows/` are refused unless `files` names them;
@@ -56,7 +57,7 @@ from bot.edges.store.models import Lane, utc_now
 from bot.render.checks import lane_report
 from bot.render.prompts import render_prompt
 from bot.runner.context import RuntimeContext
-from bot.runner.jailing import JailRefused, command_jail, jail_environment, jail_problem
+from bot.runner.jailing import JailRefused, agent_jail, command_jail, jail_environment, jail_problem
 from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -454,9 +455,15 @@ class _Attempt:
                 timeout=float(build.timeout),
                 env=self._env(),
                 brief=self.unit.brief,
+                jail=await agent_jail(
+                    self.rt.context.settings,
+                    agent=build.agent,
+                    worktree=cwd,
+                    folder=self.rt.scratch_path(f"jail/{self.unit.id}-attempt-{self.attempt}-agent"),
+                ),
             )
             return await agent.run(request, on_start=self._record_pid)
-        except AgentConfigError as error:
+        except (AgentConfigError, JailRefused) as error:
             return str(error)
 
     def _record_pid(self, pid: int) -> None:

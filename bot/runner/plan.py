@@ -61,6 +61,7 @@ from bot.edges.store.models import Run
 from bot.render.answers import render_plan_failed
 from bot.render.gate import PlanSource, render_gate, render_superseded
 from bot.runner.context import EngineContext, GitHubContext, IssueContext, RunnerContext, RuntimeContext
+from bot.runner.jailing import agent_jail, unjailed
 from bot.runner.plan_session import plan_issue
 from bot.runner.repository_workflow import load_repository_workflow
 from bot.runner.sessions import RecordedAgent, abandon_running, host_name
@@ -238,6 +239,12 @@ async def _run_planner(
             feedback=request.notes,
             previous_plan=previous_plan,
             agent=_recorded_planner(context, run, workflow),
+            jail=lambda attempt: agent_jail(
+                context.settings,
+                agent=workflow.plan.agent,
+                worktree=checkout,
+                folder=workdir / "scratch" / str(run.id) / f"plan-{run.plan_revision + 1}-attempt-{attempt}",
+            ),
         )
     finally:
         await mirror.remove_worktree(checkout)
@@ -310,6 +317,7 @@ async def publish_gate(context: GitHubContext, run_id: int, *, workflow: Workflo
         plan_source=cast(PlanSource, plan.source),  # the store writes no other; render_gate checks again
         schedule=workflow.build.schedule,
         max_lanes=workflow.build.max_lanes,
+        unjailed=unjailed(getattr(context, "settings", None)),  # a context without settings: jailed
     )
     client = _client(context, run)
     gate = await post_or_update_marked_comment(

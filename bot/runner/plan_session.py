@@ -12,6 +12,10 @@ The issue's title, body and comments are untrusted: anyone who can open an issue
 `sanitize_untrusted` strips what a reader of the issue cannot see (HTML comments, invisible
 Unicode) before the text reaches a prompt, and the template fences it as data.
 
+Every session runs in a jail of its own when the caller gives `jail` (bot.runner.jailing.agent_jail,
+called once per attempt); when the jail refuses (bubblewrap does not work here and the operator did
+not opt out), planning ends at once with that reason, as for a missing binary.
+
 The planner must only read: after every session the checkout (everything but `.git/` and
 `.lanebot/`) is compared with its state before the session, by content, and a session that
 created, changed or deleted a file fails its attempt with the paths named. The planner does not
@@ -25,16 +29,17 @@ import hashlib
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot.core.graph import Graph
 from bot.core.plans import IssueText, PlanAttempt, PlanOutcome, plan_in_message, prompt_context, validate_plan_text
 from bot.core.workflow import Workflow
-from bot.edges.agents import Agent, AgentConfigError, AgentRequest, make_agent
+from bot.edges.agents import Agent, AgentConfigError, AgentJail, AgentRequest, make_agent
 from bot.edges.files import WorktreeFileError, read_worktree_file
 from bot.render.prompts import render_prompt
+from bot.runner.jailing import JailRefused
 
 __all__ = ["PLAN_FILE", "plan_issue", "read_plan_file", "remove_plan_file", "snapshot_tree", "tree_changes"]
 
@@ -43,6 +48,9 @@ PLAN_FILE = f"{SCRATCH_DIR}/units.jsonl"
 MAX_PLAN_BYTES = 1024 * 1024
 _IGNORED_AT_ROOT = frozenset({".git", SCRATCH_DIR})
 _CHANGED_PATHS_SHOWN = 20
+
+# The jail of attempt n (bot.runner.jailing.agent_jail), None for none; raises JailRefused.
+JailMaker = Callable[[int], Awaitable[AgentJail | None]]
 
 
 # --------------------------------------------------------------------------- the issue's text
@@ -76,14 +84,15 @@ async def plan_issue(
     env: Mapping[str, str] | None = None,
     on_session_start: Callable[[int], None] | None = None,
     rules: Sequence[str] = (),
+    jail: JailMaker | None = None,
 ) -> PlanOutcome:
     """Plan `issue` with the plan agent in `checkout`, retrying with every reason until a plan is valid.
 
     `agent` defaults to `workflow.plan.agent` configured from `workflow.agents`. `feedback` and
     `previous_plan` come from a /replan. `env` is passed to every session; `on_session_start(pid)`
-    is called when a session's process starts. Transcripts are written to
-    `transcripts_dir/plan-attempt-<n>.jsonl`. A missing binary or bad agent settings end planning
-    at once (another attempt would fail the same way).
+    is called when a session's process starts; `jail(n)` gives attempt n's jail. Transcripts are
+    written to `transcripts_dir/plan-attempt-<n>.jsonl`. A missing binary, bad agent settings or a
+    refusing jail end planning at once (another attempt would fail the same way).
     """
     if not checkout.is_dir():
         raise NotADirectoryError(f"the planner's checkout {checkout} is not a directory")
@@ -96,7 +105,7 @@ async def plan_issue(
         feedback=feedback,
         previous_plan=previous_plan,
     )
-    session = _Session(workflow, checkout, tracked, transcripts_dir, dict(env or {}), on_session_start)
+    session = _Session(workflow, checkout, tracked, transcripts_dir, dict(env or {}), on_session_start, jail)
     attempts: list[PlanAttempt] = []
     try:
         agent = agent or make_agent(workflow.plan.agent, getattr(workflow.agents, workflow.plan.agent))
@@ -126,6 +135,7 @@ class _Session:
         transcripts_dir: Path,
         env: dict[str, str],
         on_start: Callable[[int], None] | None,
+        jail: JailMaker | None = None,
     ) -> None:
         self.workflow = workflow
         self.checkout = checkout
@@ -133,6 +143,7 @@ class _Session:
         self.transcripts_dir = transcripts_dir
         self.env = env
         self.on_start = on_start
+        self.jail = jail
         self.hopeless = False  # set when the agent cannot run at all
 
     async def attempt(
@@ -140,19 +151,21 @@ class _Session:
     ) -> tuple[PlanAttempt, Graph | None, TreeSnapshot]:
         remove_plan_file(self.checkout)
         transcript = self.transcripts_dir / f"plan-attempt-{number}.jsonl"
-        request = AgentRequest(
-            prompt=prompt,
-            cwd=self.checkout,
-            transcript=transcript,
-            timeout=self.workflow.plan.timeout,
-            env=self.env,
-            read_only=True,
-        )
         try:
+            request = AgentRequest(
+                prompt=prompt,
+                cwd=self.checkout,
+                transcript=transcript,
+                timeout=self.workflow.plan.timeout,
+                env=self.env,
+                read_only=True,
+                jail=None if self.jail is None else await self.jail(number),
+            )
             result = await agent.run(request, on_start=self.on_start)
-        except AgentConfigError as error:  # AgentNotFound included
+        except (AgentConfigError, JailRefused) as error:  # AgentNotFound included
             self.hopeless = True
-            return PlanAttempt(number, (), transcript if transcript.exists() else None, str(error)), None, tree_before
+            why = f"the planner cannot run: {error}" if isinstance(error, JailRefused) else str(error)
+            return PlanAttempt(number, (), transcript if transcript.exists() else None, why), None, tree_before
         tree_after = await asyncio.to_thread(snapshot_tree, self.checkout, tree_before)
         problems = list(_change_problems(tree_before, tree_after))
         if not result.ok:

@@ -41,7 +41,9 @@ UNITS = [recipe_unit("words", r"^(greeting|notes)\.txt$", {"greeting.txt": "hell
 
 @pytest.fixture
 def script(tmp_path) -> Path:
-    path = tmp_path / "agent-script.json"
+    """The agent's script, in a folder the jail shows the agent (with the files it waits for)."""
+    (tmp_path / "agent").mkdir()
+    path = tmp_path / "agent" / "agent-script.json"
     path.write_text("{}")
     return path
 
@@ -49,7 +51,10 @@ def script(tmp_path) -> Path:
 @pytest.fixture
 def stack(tmp_path, script):
     workflows = make_workflow_dir(tmp_path, {}, [sys.executable, str(AGENT), str(script)])
-    with Stack(tmp_path / "stack", lanebot_env={"LANEBOT_WORKFLOWS_DIR": str(workflows)}) as running:
+    # The fix and review sessions run jailed: the jail shows the test's Python, the agent and its folder.
+    shown = ":".join((sys.base_prefix, str(AGENT), str(script.parent)))
+    env = {"LANEBOT_WORKFLOWS_DIR": str(workflows), "LANEBOT_JAIL_READ_ONLY": shown}
+    with Stack(tmp_path / "stack", lanebot_env=env) as running:
         yield running
 
 
@@ -190,7 +195,7 @@ def test_a_changes_requested_review_is_fixed_pushed_and_answered_in_each_thread(
 
 def test_a_reader_is_refused_and_a_second_fix_waits_for_the_first(stack, script, tmp_path):
     number, pull = open_pull(stack, config())
-    release = tmp_path / "release-fix"
+    release = script.parent / "release-fix"
     script.write_text(json.dumps({"fix_waits_for": str(release)}))
 
     stack.human.comment(REPO, pull["number"], login=READER, body="/fix do it my way")
@@ -215,7 +220,7 @@ def test_a_reader_is_refused_and_a_second_fix_waits_for_the_first(stack, script,
 
 def test_closing_the_pull_request_cancels_the_review_work_it_had_queued(stack, script, tmp_path):
     number, pull = open_pull(stack, config())
-    script.write_text(json.dumps({"fix_waits_for": str(tmp_path / "never")}))
+    script.write_text(json.dumps({"fix_waits_for": str(script.parent / "never")}))
     stack.human.comment(REPO, pull["number"], login=MAINTAINER, body="/fix first")
     wait_for_requests(stack, number, ["running"])
     stack.human.comment(REPO, pull["number"], login=MAINTAINER, body="/fix second")

@@ -8,6 +8,7 @@ real CLIs printed (samples copied from public repositories, see `agents_fixtures
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shlex
@@ -26,7 +27,7 @@ from bot.core.workflow import CLAUDE_ENV, CLAUDE_ENV_PREFIXES, NETWORK_ENV
 from bot.edges.agents import AGENT_NAMES, AgentConfigError, AgentNotFound, AgentRequest, make_agent
 from bot.edges.agents import process as agent_process
 from bot.edges.agents import transcript as agent_transcript
-from bot.edges.agents.claude import ClaudeAgent, ClaudeSettings, ClaudeStreamParser, claude_argv
+from bot.edges.agents.claude import ClaudeAgent, ClaudeSettings, ClaudeStreamParser, claude_argv, claude_usage
 from bot.edges.agents.codex import CodexAgent, CodexSettings, CodexStreamParser
 from bot.edges.agents.recipe import parse_recipe
 
@@ -308,6 +309,30 @@ def test_claude_stream_parser_ignores_unknown_events_and_non_json_lines() -> Non
     assert conclusion.usage.input_tokens is None and conclusion.usage.cost_usd is None
 
 
+def test_claude_usage_all_zero_after_a_retried_stream_gives_way_to_the_per_model_counts() -> None:
+    result = {
+        "usage": {"input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 0},
+        "modelUsage": {
+            "claude-opus-4-8": {"inputTokens": 120, "cacheReadInputTokens": 30, "outputTokens": 12},
+            "claude-haiku-4-5": {"inputTokens": 5, "outputTokens": 1},
+        },
+        "total_cost_usd": 0.0042,
+    }
+
+    usage = claude_usage(result)
+
+    assert (usage.input_tokens, usage.output_tokens, usage.cost_usd) == (155, 13, 0.0042)
+
+
+def test_claude_usage_prefers_the_sessions_own_count_when_it_has_one() -> None:
+    result = {
+        "usage": {"input_tokens": 7, "output_tokens": 3},
+        "modelUsage": {"m": {"inputTokens": 99, "outputTokens": 99}},
+    }
+
+    assert (claude_usage(result).input_tokens, claude_usage(result).output_tokens) == (7, 3)
+
+
 # --- codex ----------------------------------------------------------------------------------------
 
 
@@ -439,6 +464,38 @@ def test_command_gets_the_prompt_on_stdin_and_in_a_temporary_file_removed_afterw
     assert recorded["env"]["LANEBOT_READ_ONLY"] == "0"
     assert result.ok
     assert result.final_message == sample_lines("codex_exec_command.jsonl")[-1]
+
+
+class RecordingJail:
+    """An AgentJail that records what it was asked to wrap and starts the command as it was given."""
+
+    def __init__(self, root: Path) -> None:
+        self.home, self.tmp = root / "jail-home", root / "jail-tmp"
+        self.tmp.mkdir(parents=True)
+        self.asked: list[tuple[str, list[str], dict[str, str], Path]] = []
+
+    def command(self, executable: str, arguments: Any, *, env: Any, cwd: Path) -> tuple[list[str], dict[str, str]]:
+        self.asked.append((executable, list(arguments), dict(env), cwd))
+        return [executable, *arguments], {**env, "HOME": str(self.home), "TMPDIR": str(self.tmp)}
+
+
+def test_with_a_jail_the_session_starts_what_the_jail_says_with_no_host_folder_in_its_environment(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench.install("my-agent")
+    for name in ("XDG_CONFIG_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"):
+        monkeypatch.setenv(name, f"/host/{name.lower()}")
+    jail = RecordingJail(bench.root)
+    request = dataclasses.replace(bench.request(bench.env(replay="codex_exec_command.jsonl")), jail=jail)
+
+    result = run(make_agent("command", {"argv": ["my-agent", "--flag"]}).run(request))
+
+    assert result.ok, result.error
+    [(executable, arguments, env, cwd)] = jail.asked
+    assert executable == str(bench.bin / "my-agent") and arguments == ["--flag"] and cwd == bench.cwd
+    assert not {"HOME", "TMPDIR", "XDG_CONFIG_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"} & set(env)
+    assert Path(env["LANEBOT_PROMPT_FILE"]).parent == jail.tmp  # the prompt file is where the jail can read it
+    assert bench.annotations("start")[0]["jailed"] is True
 
 
 def test_command_final_message_is_the_last_json_result_when_the_tool_prints_one(bench: Bench) -> None:
@@ -576,9 +633,10 @@ def test_agent_environment_is_minimal_plus_the_request_env(bench: Bench, monkeyp
     recorded = bench.recorded()
     assert "WEBHOOK_SECRET" not in recorded["env"] and "GITHUB_TOKEN" not in recorded["env"]
     assert recorded["env"]["AGENT_TOKEN"] == "given-on-purpose"
+    assert "PYTHONDONTWRITEBYTECODE" in recorded["env_names"]  # no bytecode caches for lanebot to commit
     assert set(recorded["env_names"]) <= set(agent_process.INHERITED_ENV) | set(env) | {"PWD", "SHLVL", "_"} | set(
-        CLAUDE_ENV
-    ) | set(NETWORK_ENV) | {name for name in os.environ if name.startswith(CLAUDE_ENV_PREFIXES)}
+        agent_process.WORKTREE_HYGIENE_ENV
+    ) | set(CLAUDE_ENV) | set(NETWORK_ENV) | {name for name in os.environ if name.startswith(CLAUDE_ENV_PREFIXES)}
     assert "given-on-purpose" not in bench.transcript.read_text()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.edges.jail import SYSTEM_READ_ONLY, JailPolicy, bwrap_argv, git_binds, probe
+from bot.edges.jail import SYSTEM_READ_ONLY, JailPolicy, bwrap_argv, git_binds, probe, program_binds
 from tests.process_helpers import gone
 
 SECRET = "lanebot-test-secret-0f3c9a"
@@ -57,21 +57,64 @@ def test_the_argv_isolates_pids_network_session_and_environment_and_ends_with_th
     )
     argv = bwrap_argv(policy, ["sh", "/w/check.sh"], bwrap="/usr/bin/bwrap")
     assert argv[0] == "/usr/bin/bwrap"
-    for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session", "--clearenv"):
+    for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session"):
         assert flag in argv
     assert argv[argv.index("--") :] == ["--", "sh", "/w/check.sh"]
     assert argv[argv.index("--chdir") + 1] == "/w/wt"
-    # Only the given variables, with the jail's own home and temp (not lanebot's HOME).
-    assert dict(_pairs(argv, "--setenv")) == {
+    # Only the given variables, with the jail's own home and temp (not lanebot's HOME): bwrap's environment.
+    assert policy.environment() == {
         "LANEBOT_RUN": "7",
         "HOME": "/w/home",
         "TMPDIR": "/w/tmp",
         "PATH": "/usr/local/bin:/usr/bin:/bin",
     }
-    assert argv.index("--clearenv") < argv.index("--setenv")
     assert _pairs(argv, "--ro-bind-try") == [(folder, folder) for folder in SYSTEM_READ_ONLY]
     assert ("/w/wt", "/w/wt") in _pairs(argv, "--bind") and ("/w/home", "/w/home") in _pairs(argv, "--bind")
     assert ["--proc", "/proc"] == argv[argv.index("--proc") : argv.index("--proc") + 2]
+
+
+def test_no_variable_is_ever_in_bwraps_argv_where_every_user_of_the_host_could_read_it():
+    env = {"ANTHROPIC_API_KEY": "sk-ant-0d9f-secret", "LANEBOT_RUN": "run-7"}
+    policy = JailPolicy(worktree=Path("/w/wt"), home=Path("/w/home"), tmp=Path("/w/tmp"), env=env)
+    argv = bwrap_argv(policy, ["claude", "-p"])
+    assert "--setenv" not in argv and "--clearenv" not in argv
+    assert not [argument for argument in argv for text in (*env, *env.values()) if text in argument]
+
+
+def test_the_command_sees_exactly_the_policys_variables_which_bwrap_was_started_with(bwrap, tmp_path):
+    policy = _policy(tmp_path, env={"ANTHROPIC_API_KEY": "sk-ant-0d9f-secret", "LANEBOT_RUN": "7"})
+    argv = bwrap_argv(policy, ["/usr/bin/env", "-0"], bwrap=bwrap)
+    done = subprocess.run(argv, env=policy.environment(), capture_output=True, timeout=60, check=True)
+    seen = dict(line.split("=", 1) for line in done.stdout.decode().split("\0") if line)
+    assert seen == {**policy.environment(), "PWD": str(policy.worktree)}  # bwrap sets PWD on --chdir
+    assert not [argument for argument in argv if "sk-ant-0d9f-secret" in argument]
+
+
+def test_an_npm_cli_runs_from_its_bin_link_with_its_whole_node_modules_bound(tmp_path):
+    modules = tmp_path / "agents" / "node_modules"
+    script = modules / "@openai" / "codex" / "bin" / "codex.js"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/usr/bin/env node\n")
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "codex").symlink_to("../@openai/codex/bin/codex.js")
+    assert program_binds(modules / ".bin" / "codex") == (modules / ".bin" / "codex", (modules,))
+
+
+def test_a_native_binary_linked_from_elsewhere_runs_at_its_real_path_and_only_it_is_bound(tmp_path):
+    real = tmp_path / "share" / "claude" / "versions" / "2.1.197"
+    real.parent.mkdir(parents=True)
+    real.write_text("")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "claude").symlink_to(real)
+    assert program_binds(tmp_path / "bin" / "claude") == (real, (real,))
+
+
+def test_a_program_of_the_system_needs_no_bind():
+    assert program_binds(Path("/bin/sh")) in (
+        (Path("/bin/sh"), ()),
+        (Path("/usr/bin/sh"), ()),
+        (Path("/usr/bin/dash"), ()),
+    )
 
 
 def test_with_the_network_on_the_jail_keeps_the_hosts_network_and_nothing_else_changes():
@@ -174,9 +217,6 @@ def test_a_command_cannot_read_lanebots_environment_even_through_proc(bwrap, tmp
     assert status == 0, output
     assert SECRET not in output and "WEBHOOK_SECRET" not in output
     assert "run=1" in output
-    # --clearenv also holds when bwrap itself was started with lanebot's whole environment.
-    status, output = _run(bwrap, policy, "env", env=dict(os.environ))
-    assert status == 0 and SECRET not in output
 
 
 def test_a_command_cannot_see_lanebots_processes(bwrap, tmp_path):

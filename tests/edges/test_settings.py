@@ -151,6 +151,15 @@ def test_the_private_key_can_come_from_a_file(app_env, pem, tmp_path):
     assert load(environ).private_key.strip() == pem.strip()
 
 
+def test_the_private_key_files_path_is_kept_absolute_so_the_jail_can_hide_it(app_env, pem, tmp_path, monkeypatch):
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "app.pem").write_text(pem)
+    monkeypatch.chdir(tmp_path)
+    environ = {k: v for k, v in app_env.items() if k != "PRIVATE_KEY"} | {"PRIVATE_KEY_PATH": "keys/app.pem"}
+    assert load(environ).private_key_path == tmp_path / "keys" / "app.pem"
+    assert load(app_env).private_key_path is None  # the key given inline: no file to hide
+
+
 def test_an_unreadable_private_key_file_is_named(app_env, tmp_path):
     environ = {k: v for k, v in app_env.items() if k != "PRIVATE_KEY"}
     error = error_of(environ | {"PRIVATE_KEY_PATH": str(tmp_path / "missing.pem")})

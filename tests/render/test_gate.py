@@ -210,6 +210,19 @@ def test_without_estimates_the_gate_shows_no_wall_clock_and_no_estimate_column()
     assert "| estimate |" not in body
 
 
+def test_when_lanes_will_run_unjailed_the_gate_warns_in_one_line_and_only_then():
+    warned = gate(worked_example(), unjailed=True)
+    [line] = [line for line in warned.splitlines() if "LANEBOT_UNJAILED=1" in line]
+    assert line.startswith("> **Warning:**") and "without a jail" in line
+    assert "LANEBOT_UNJAILED" not in gate(worked_example())
+
+
+def test_even_the_bare_gate_of_a_huge_plan_keeps_the_unjailed_warning():
+    units = [unit(f"unit-{index:04d}-" + "x" * 28, title="y" * 300) for index in range(1_600)]
+    body = gate(graph_of(*units), unjailed=True)
+    assert "too many to show" in body and "LANEBOT_UNJAILED=1" in body
+
+
 def test_the_commands_listed_are_those_valid_in_the_state_with_their_usage():
     for state in (RunState.AWAITING_APPROVAL, RunState.RUNNING):
         body = gate(worked_example(), state=state)

@@ -42,6 +42,7 @@ from tests.lanes_helpers import (
     make_workflow_dir,
     recipe,
     run_git,
+    run_scripted_agent_plain,
     tree_paths,
     unit,
 )
@@ -123,15 +124,20 @@ async def world(
     steps: dict[str, Any] | None = None,
     files: dict[str, str] = PROJECT,
     pull_request: dict[str, Any] | None = None,
+    agent_argv: list[str] | None = None,
 ) -> AsyncIterator[World]:
+    """`agent_argv` replaces the scripted agent as the `command` agent; it then runs jailed."""
     (tmp_path / "agent").mkdir()
+    if agent_argv is None:
+        run_scripted_agent_plain(monkeypatch)
     scenario = Scenario(tmp_path / "agent", steps or {})
     host = {
         "build": {"max_retries": 1, "timeout": "60s", **build},
         "integrate": {"agent": "recipe", "verify": "true", "max_retries": 0, **(integrate or {})},
         "pull_request": pull_request or {},
     }
-    monkeypatch.setenv("LANEBOT_WORKFLOWS_DIR", str(make_workflow_dir(tmp_path, host, scenario.argv())))
+    argv = scenario.argv() if agent_argv is None else agent_argv
+    monkeypatch.setenv("LANEBOT_WORKFLOWS_DIR", str(make_workflow_dir(tmp_path, host, argv)))
     engine = make_engine(sqlite_url)
     (tmp_path / "project").mkdir()
     try:
@@ -480,6 +486,32 @@ async def test_without_a_working_jail_no_lane_starts_and_the_run_blocks_saying_h
 
 
 @pytest.mark.anyio
+async def test_the_lane_and_integrate_agents_each_run_in_a_jail_of_their_own(tmp_path, monkeypatch, sqlite_url, bwrap):
+    monkeypatch.setattr(jailing, "_probed", [])
+    outside = tmp_path / "agent"  # the test's own folder, beside lanebot's workdir
+    script = 'echo "$HOME $(test -e "$0" && echo sees-outside || echo blind)" > "jail-${LANEBOT_SESSION:-lane}.txt"'
+    async with world(
+        tmp_path,
+        monkeypatch,
+        sqlite_url,
+        build={"agent": "command", "max_retries": 0},
+        integrate={"agent": "command"},
+        agent_argv=["sh", "-c", script, str(outside)],
+    ) as w:
+        run_id = approved_run(w.context.engine, [unit("api", r"^jail-lane\.txt$", "test -s jail-lane.txt")])
+
+        assert await w.drive(run_id) == "done", w.run(run_id).error
+
+        branch = integration_branch(ISSUE)
+        scratch = Path(w.context.settings.workdir).absolute() / "scratch" / str(run_id) / "jail"
+        lane = run_git("show", f"{branch}:jail-lane.txt", cwd=w.bare).split()
+        integrate = run_git("show", f"{branch}:jail-integrate.txt", cwd=w.bare).split()
+        assert lane == [str(scratch / "api-attempt-1-agent" / "home"), "blind"]
+        assert integrate[1] == "blind" and Path(integrate[0]).parent.parent == scratch
+        assert Path(integrate[0]).parent.name.startswith("_integrate-integrate-")
+
+
+@pytest.mark.anyio
 async def test_with_the_opt_out_commands_run_unjailed_and_the_log_says_so(monkeypatch, caplog):
     monkeypatch.setattr(jailing, "_probed", [JailProblem("bubblewrap is not installed", INSTALL_HINT)])
     monkeypatch.setattr(jailing, "_warned", [])
@@ -548,6 +580,31 @@ async def test_with_on_conflict_agent_a_resolver_merges_what_both_lanes_meant(tm
         assert "shared.txt" in resolve_prompt.read_text() and "`left`" in resolve_prompt.read_text()
         [resolver] = [s for s in store.sessions(w.context.engine, run_id) if s.kind == "resolve"]
         assert resolver.status == "succeeded"
+
+
+JAILED_SIDES = """case "${LANEBOT_SESSION:-lane}-$LANEBOT_UNIT" in
+  lane-left) echo left > shared.txt ;;
+  lane-right) echo right > shared.txt ;;
+  resolve-*) printf 'left\\nright\\n' > shared.txt
+    git add shared.txt 2> /dev/null && echo "git add worked" || echo "git add refused" ;;
+esac"""
+
+
+@pytest.mark.anyio
+async def test_a_jailed_resolver_that_cannot_stage_has_its_resolution_staged_by_lanebot(
+    tmp_path, monkeypatch, sqlite_url, bwrap
+):
+    monkeypatch.setattr(jailing, "_probed", [])
+    build = {"agent": "command", "on_conflict": "agent"}
+    async with world(tmp_path, monkeypatch, sqlite_url, build=build, agent_argv=["sh", "-c", JAILED_SIDES]) as w:
+        run_id = approved_run(w.context.engine, CONFLICTING)
+
+        assert await w.drive(run_id) == "done", w.run(run_id).error
+
+        assert _show(w.bare, integration_branch(ISSUE), "shared.txt") == "left\nright"
+        [resolver] = [s for s in store.sessions(w.context.engine, run_id) if s.kind == "resolve"]
+        assert resolver.status == "succeeded"
+        assert "git add refused" in Path(resolver.transcript_path).read_text()  # the mirror is read-only in its jail
 
 
 @pytest.mark.anyio

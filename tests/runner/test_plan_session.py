@@ -15,6 +15,7 @@ import re
 import sys
 import unicodedata
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -36,6 +37,7 @@ from bot.core.text import sanitize_untrusted
 from bot.core.workflow import Workflow
 from bot.edges.workflow_files import load_workflow
 from bot.render.prompts import fence
+from bot.runner import jailing
 from bot.runner.plan_session import PLAN_FILE, plan_issue, snapshot_tree, tree_changes
 
 FAKE_PLANNER = r"""
@@ -645,3 +647,46 @@ def test_very_long_names_are_shortened_in_a_summary():
     summary = summarise_paths(paths, limit=10)
 
     assert max(map(len, summary.split("\n"))) < 600
+
+
+# --------------------------------------------------------------------------- the jail
+
+
+def test_every_planner_attempt_runs_in_a_jail_of_its_own_that_shows_the_checkout_and_nothing_else(
+    bench: Bench, bwrap: str, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(jailing, "_probed", [])
+    (bench.checkout / ".lanebot").mkdir()
+    (bench.checkout / ".lanebot" / "ready.jsonl").write_text(VALID_PLAN)
+    script = (
+        'echo "$HOME $(test -e ' + str(bench.state) + ' && echo sees-state || echo no-state)" >> .lanebot/seen;'
+        " cp .lanebot/ready.jsonl .lanebot/units.jsonl; echo planned"
+    )
+    settings = SimpleNamespace(workdir=bench.root / "work", unjailed=False)
+    asked: list[int] = []
+
+    async def jail(attempt: int) -> Any:
+        asked.append(attempt)
+        folder = bench.root / "work" / "scratch" / "1" / f"plan-1-attempt-{attempt}"
+        return await jailing.agent_jail(settings, agent="command", worktree=bench.checkout, folder=folder)
+
+    outcome = bench.plan({}, workflow=bench.workflow(argv=["sh", "-c", script]), jail=jail)
+
+    assert outcome.ok, outcome.problems
+    assert asked == [1]
+    home, state = (bench.checkout / ".lanebot" / "seen").read_text().split()
+    assert home == str(bench.root / "work" / "scratch" / "1" / "plan-1-attempt-1" / "home")
+    assert state == "no-state"  # the test's own folder beside the checkout is not in the jail
+
+
+def test_when_the_jail_refuses_planning_ends_at_once_with_its_reason(bench: Bench):
+    why = "agents and commands cannot run in a jail on this host: bubblewrap is not installed; install it"
+
+    async def refusing(attempt: int) -> Any:
+        raise jailing.JailRefused(why)
+
+    outcome = bench.plan({"write": VALID_PLAN}, jail=refusing)
+
+    assert not outcome.ok and bench.sessions() == 0
+    (attempt,) = outcome.attempts
+    assert attempt.error == f"the planner cannot run: {why}"

@@ -42,6 +42,7 @@ from bot.web.app import create_app
 from bot.web.dispatcher import HandlerContext
 from bot.web.handlers import router
 from tests.app_helpers import SECRET, WEBHOOK_PATH, make_settings, running, settle
+from tests.lanes_helpers import run_scripted_agent_plain
 from tests.sandbox_helpers import SandboxRepository, WebhookInbox, served_sandbox
 
 pytestmark = pytest.mark.anyio
@@ -187,6 +188,7 @@ def host_workflows(tmp_path: Path, planner_state: Path, monkeypatch: pytest.Monk
     data["agents"]["command"]["argv"] = [sys.executable, str(script), str(planner_state)]
     workflow_file.write_text(yaml.safe_dump(data))
     monkeypatch.setenv("LANEBOT_WORKFLOWS_DIR", str(folder))
+    run_scripted_agent_plain(monkeypatch)  # the planner script keeps its state outside its checkout
     return folder
 
 

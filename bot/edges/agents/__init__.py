@@ -9,6 +9,8 @@ Adapters: `claude` (Claude Code headless), `codex` (`codex exec --json`), `comma
 `recipe` (applies files written in the brief; for hand-written plans, the demo and tests) and, for
 planning only, `http` (an LLM API answering with structured output). A CLI adapter whose binary is
 missing raises `AgentNotFound` from `run`; bad settings raise `AgentConfigError` from `make_agent`.
+A request's `jail` (an `AgentJail`, built by bot.runner.jailing.agent_jail) confines the CLI
+adapters' process; `recipe` and `http` start none.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bot.edges.agents.base import Agent, AgentConfigError, AgentNotFound, AgentRequest, AgentResult, Usage
+from bot.edges.agents.base import Agent, AgentConfigError, AgentJail, AgentNotFound, AgentRequest, AgentResult, Usage
 from bot.edges.agents.claude import ClaudeAgent, ClaudeSettings
 from bot.edges.agents.codex import CodexAgent, CodexSettings
 from bot.edges.agents.command import CommandAgent, CommandSettings
@@ -27,6 +29,7 @@ __all__ = [
     "AGENT_NAMES",
     "Agent",
     "AgentConfigError",
+    "AgentJail",
     "AgentNotFound",
     "AgentRequest",
     "AgentResult",

@@ -1,8 +1,9 @@
 """The agent interface every adapter implements, and the small helpers they share.
 
-An agent session takes a prompt, a working directory, a timeout and an environment, and gives back
-its exit status, its final message, token usage and cost where the agent reports them, and the path
-of its transcript (JSONL). Nothing here does I/O.
+An agent session takes a prompt, a working directory, a timeout, an environment and, for a CLI,
+the jail its process runs in (`AgentJail`), and gives back its exit status, its final message,
+token usage and cost where the agent reports them, and the path of its transcript (JSONL).
+Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -37,9 +38,29 @@ class Usage:
     cost_usd: float | None = None
 
 
+class AgentJail(Protocol):
+    """Where a session's process runs: a jail the runner built (bot.runner.jailing.agent_jail on
+    bot.edges.jail), so the adapters need not know bubblewrap. `home` and `tmp` are the session's
+    own private, writable folders (its $HOME and $TMPDIR), the only places besides the working
+    directory it can write; files an adapter gives its CLI go there."""
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def tmp(self) -> Path: ...
+
+    def command(
+        self, executable: str, arguments: Sequence[str], *, env: Mapping[str, str], cwd: Path
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv and the environment to start so that `executable arguments` runs in the jail
+        in `cwd` with exactly `env` (and the jail's HOME and TMPDIR) as its environment."""
+        ...
+
+
 @dataclass(frozen=True)
 class AgentRequest:
-    """One agent session to run."""
+    """One agent session to run; with a `jail`, a CLI's process runs in it (None: a plain process)."""
 
     prompt: str
     cwd: Path
@@ -48,6 +69,7 @@ class AgentRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     brief: str | None = None
     read_only: bool = False
+    jail: AgentJail | None = None
 
     def __post_init__(self) -> None:
         if not self.timeout > 0:

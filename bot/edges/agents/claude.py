@@ -10,15 +10,24 @@ other event types newer versions add (kept in the transcript, ignored here), and
 result event is in, the session is over: a CLI that then does not exit (it happens) is given a short
 grace and stopped, and the result stands; that is not a timeout.
 
-`--setting-sources user` loads the host's user settings only: a repository's own
-`.claude/settings.json` and `.claude/settings.local.json` (their hooks, permission rules, MCP
-approvals) are not loaded in lanebot's sessions (the CLI always adds policy settings and `--settings`).
+`--setting-sources user` loads the user settings only (in a jail, the private home's: none of the
+host's): a repository's own `.claude/settings.json` and `.claude/settings.local.json` (their hooks,
+permission rules, MCP approvals) are not loaded in lanebot's sessions (the CLI always adds policy
+settings and `--settings`).
 
 Sessions that change the tree run in the configured mode (default `acceptEdits`, which accepts edits
 inside the working directory but asks, so refuses headless, for most shell commands) with `Bash`
 allowed by `--allowedTools`, so a lane can run its unit's check. `bypassPermissions` needs
 `IS_SANDBOX=1` when run as root (the CLI exits otherwise), which lanebot sets in that mode. The
 credentials, endpoints and proxy variables Claude Code documents pass from lanebot's environment.
+
+In a jail (the request's `jail`) its home is private, so a CLI logged in on the host would lose
+its login: `claude_login_files` copies the host's `.credentials.json` and `.claude.json` (from
+lanebot's `$CLAUDE_CONFIG_DIR`, else `~/.claude/` and `~/`) into `<jail home>/.claude`, 0600,
+for that session alone, and `CLAUDE_CONFIG_DIR` points there (Claude Code then keeps both files
+in that folder). ANTHROPIC_API_KEY and the other variables pass as they do unjailed. The copies
+are removed when the session ends; a token the CLI refreshed inside the jail is not written back.
+Claude Code 2.1 needs nothing else bound than its npm package (a native binary).
 
 Read-only sessions (planning) run in permission mode `plan` and, because deny rules hold in every
 mode while a repository's own `.claude/settings.json` may carry allow rules, also name the tools
@@ -28,8 +37,10 @@ no human to approve leaving plan mode, the answer must come back as the final me
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bot.core.workflow import (
@@ -42,6 +53,7 @@ from bot.core.workflow import (
 )
 from bot.edges.agents.base import (
     AgentConfigError,
+    AgentJail,
     AgentRequest,
     AgentResult,
     Usage,
@@ -53,7 +65,13 @@ from bot.edges.agents.base import (
     require_text,
     with_detail,
 )
-from bot.edges.agents.process import DEFAULT_GRACE_S, RESULT_EXIT_GRACE_S, Conclusion, run_cli_session
+from bot.edges.agents.process import (
+    DEFAULT_GRACE_S,
+    RESULT_EXIT_GRACE_S,
+    Conclusion,
+    copy_login_files,
+    run_cli_session,
+)
 
 PERMISSION_MODES = CLAUDE_PERMISSION_MODES
 READ_ONLY_DISALLOWED_TOOLS = ("Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "ExitPlanMode")
@@ -133,6 +151,26 @@ def claude_extra_env(settings: ClaudeSettings, *, read_only: bool) -> dict[str, 
     return {}
 
 
+CONFIG_DIR_ENV = "CLAUDE_CONFIG_DIR"
+LOGIN_FILES = (".credentials.json", ".claude.json")
+
+
+def claude_login_files(jail: AgentJail, parent: Mapping[str, str] | None = None) -> list[tuple[Path, Path]]:
+    """(where on the host, where in the jail's home) of Claude Code's login files, for `parent`
+    (lanebot's environment): `$CLAUDE_CONFIG_DIR/<file>`, else `~/.claude/.credentials.json` and
+    `~/.claude.json`; in the jail, both in `<home>/.claude` (its CLAUDE_CONFIG_DIR)."""
+    source = os.environ if parent is None else parent
+    inside = jail.home / ".claude"
+    if source.get(CONFIG_DIR_ENV, "").strip():
+        folder = Path(source[CONFIG_DIR_ENV])
+        return [(folder / name, inside / name) for name in LOGIN_FILES]
+    home = Path(source.get("HOME") or Path.home())
+    return [
+        (home / ".claude" / LOGIN_FILES[0], inside / LOGIN_FILES[0]),
+        (home / LOGIN_FILES[1], inside / LOGIN_FILES[1]),
+    ]
+
+
 class ClaudeStreamParser:
     """Keeps the last `result` event of a stream-json session; everything else is the transcript's."""
 
@@ -169,17 +207,39 @@ class ClaudeStreamParser:
 
 
 def claude_usage(result: Mapping[str, Any]) -> Usage:
-    """Usage and cost from a `result` event (`total_cost_usd`; older versions said `cost_usd`)."""
+    """Usage and cost from a `result` event (`total_cost_usd`; older versions said `cost_usd`).
+
+    `usage` is the session's own count; after a broken stream Claude Code retries without
+    streaming and that count comes back all zeros, while `modelUsage` (per model, camelCase) still
+    has the real one, so an all-zero `usage` gives way to the sum over `modelUsage`."""
     reported = result.get("usage")
     usage: Mapping[str, Any] = reported if isinstance(reported, Mapping) else {}
-    input_parts = [usage.get(key) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
-    counted = [part for part in input_parts if is_count(part)]
+    input_keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    input_tokens, output_tokens = _counts(usage, input_keys, "output_tokens")
+    if not input_tokens and not output_tokens:
+        per_model = result.get("modelUsage")
+        models = (
+            [entry for entry in per_model.values() if isinstance(entry, Mapping)]
+            if isinstance(per_model, Mapping)
+            else []
+        )
+        model_keys = ("inputTokens", "cacheCreationInputTokens", "cacheReadInputTokens")
+        summed = [_counts(entry, model_keys, "outputTokens") for entry in models]
+        if any(tokens for pair in summed for tokens in pair):
+            input_tokens = sum(pair[0] or 0 for pair in summed)
+            output_tokens = sum(pair[1] or 0 for pair in summed)
     cost = result.get("total_cost_usd", result.get("cost_usd"))
     return Usage(
-        input_tokens=sum(counted) if counted else None,
-        output_tokens=usage.get("output_tokens") if is_count(usage.get("output_tokens")) else None,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
     )
+
+
+def _counts(usage: Mapping[str, Any], input_keys: tuple[str, ...], output_key: str) -> tuple[int | None, int | None]:
+    counted = [usage[key] for key in input_keys if is_count(usage.get(key))]
+    output = usage.get(output_key)
+    return (sum(counted) if counted else None), (output if is_count(output) else None)
 
 
 def _failure_detail(result: Mapping[str, Any], text: str) -> str:
@@ -202,19 +262,28 @@ class ClaudeAgent:
         self.result_grace_s = result_grace_s
 
     async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult:
-        return await run_cli_session(
-            agent=self.name,
-            argv=claude_argv(self.settings, read_only=request.read_only),
-            request=request,
-            parser=ClaudeStreamParser(),
-            not_found=(
-                f"the claude agent needs the `{self.settings.binary}` binary on PATH "
-                "(set agents.claude.binary in .github/lanebot.yml or the workflow)"
-            ),
-            on_start=on_start,
-            extra_env=claude_extra_env(self.settings, read_only=request.read_only),
-            grace_s=self.grace_s,
-            passthrough=(*CLAUDE_ENV, *NETWORK_ENV, *self.settings.env),
-            passthrough_prefixes=CLAUDE_ENV_PREFIXES,
-            result_grace_s=self.result_grace_s,
-        )
+        extra_env = claude_extra_env(self.settings, read_only=request.read_only)
+        copied: list[Path] = []
+        if request.jail is not None:
+            copied = copy_login_files(claude_login_files(request.jail))
+            extra_env[CONFIG_DIR_ENV] = str(request.jail.home / ".claude")
+        try:
+            return await run_cli_session(
+                agent=self.name,
+                argv=claude_argv(self.settings, read_only=request.read_only),
+                request=request,
+                parser=ClaudeStreamParser(),
+                not_found=(
+                    f"the claude agent needs the `{self.settings.binary}` binary on PATH "
+                    "(or set agents.claude.binary in the host's workflow, the folder LANEBOT_WORKFLOWS_DIR names)"
+                ),
+                on_start=on_start,
+                extra_env=extra_env,
+                grace_s=self.grace_s,
+                passthrough=(*CLAUDE_ENV, *NETWORK_ENV, *self.settings.env),
+                passthrough_prefixes=CLAUDE_ENV_PREFIXES,
+                result_grace_s=self.result_grace_s,
+            )
+        finally:
+            for path in copied:
+                path.unlink(missing_ok=True)

@@ -6,9 +6,28 @@ prompt from stdin). Sessions that change the tree get the configured sandbox (`w
 default); read-only ones (planning, review) always `read-only`. `codex exec` never asks for approvals.
 
 `--output-last-message` makes Codex write its final message to a file (a private temporary one,
-outside the worktree); when it holds text, that is the final message, so a message the JSON stream
+outside the worktree: in a jail, in the jail's own temp, the only place besides the worktree it
+can write); when it holds text, that is the final message, so a message the JSON stream
 dropped under load is still read. The credentials, endpoints and proxy variables Codex documents
-pass from lanebot's environment.
+pass from lanebot's environment (Codex 0.171 reads no OPENAI_BASE_URL: an endpoint of one's own
+is a `model_providers` entry of `config.toml`, with `base_url` and `wire_api = "responses"`).
+
+In a jail (the request's `jail`) its home is private: `codex_login_files` copies `auth.json` and
+`config.toml` from lanebot's `$CODEX_HOME` (else `~/.codex`) into `<jail home>/.codex`, 0600, for
+that session alone, and CODEX_HOME points there; the copies are removed when the session ends.
+The npm package's `node_modules` is bound read-only (the `codex` script, `node` from /usr, and
+the platform package with the native binary and Codex's own bubblewrap).
+
+Codex's own sandbox works inside lanebot's jail, so it stays on (`--sandbox workspace-write`, or
+`read-only`). Tried with Codex 0.171.0 in the jail (bwrap 0.8, Debian 12): in `codex exec`, a
+shell command the model asked for wrote the worktree under workspace-write and was refused under
+read-only (tests/edges/test_agents_jailed.py, against a scripted model server); `codex sandbox -P
+:workspace` wrote the worktree and its TMPDIR but got "Read-only file system" for the jail's home,
+with its seccomp filter in force (`Seccomp: 2`). Codex runs its own bubblewrap (from its platform
+package, in the bound `node_modules`), nesting a user namespace inside the jail's, which the host
+must allow as it must for the jail itself; where it cannot, `agents.codex.sandbox:
+danger-full-access` leaves the confinement to lanebot's jail alone. (Workspace-write also lets
+commands write /tmp and $TMPDIR: in the jail, its own empty /tmp and private temp.)
 
 `--json` prints one event per line: `thread.started`, `turn.started`, `item.started` /
 `item.updated` / `item.completed` (items of type `agent_message`, `reasoning`,
@@ -27,8 +46,10 @@ one counts (a sum would count a resumed turn twice). A session with no `turn.com
 
 from __future__ import annotations
 
+import contextlib
+import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +57,7 @@ from typing import Any
 from bot.core.workflow import CODEX_ENV, CODEX_LOCKED_CONFIG, CODEX_LOCKED_OPTIONS, NETWORK_ENV
 from bot.edges.agents.base import (
     AgentConfigError,
+    AgentJail,
     AgentRequest,
     AgentResult,
     Usage,
@@ -46,7 +68,7 @@ from bot.edges.agents.base import (
     require_text,
     with_detail,
 )
-from bot.edges.agents.process import DEFAULT_GRACE_S, Conclusion, run_cli_session
+from bot.edges.agents.process import DEFAULT_GRACE_S, Conclusion, copy_login_files, run_cli_session
 
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 DEFAULTS: Mapping[str, Any] = {
@@ -59,6 +81,8 @@ DEFAULTS: Mapping[str, Any] = {
 MESSAGE_ITEM_TYPES = ("agent_message", "assistant_message")
 LAST_MESSAGE_FILE = "last-message.txt"
 MAX_LAST_MESSAGE_BYTES = 4 * 1024 * 1024
+HOME_ENV = "CODEX_HOME"
+LOGIN_FILES = ("auth.json", "config.toml")
 
 
 @dataclass(frozen=True)
@@ -97,6 +121,30 @@ def codex_argv(settings: CodexSettings, *, read_only: bool, last_message: Path |
     if last_message is not None:
         argv += ["--output-last-message", str(last_message)]
     return argv + list(settings.extra_args) + ["-"]
+
+
+def codex_login_files(jail: AgentJail, parent: Mapping[str, str] | None = None) -> list[tuple[Path, Path]]:
+    """(where on the host, where in the jail's home) of Codex's login and configuration, for
+    `parent` (lanebot's environment): `$CODEX_HOME/<file>`, else `~/.codex/<file>`; in the jail,
+    `<home>/.codex/<file>` (its CODEX_HOME)."""
+    source = os.environ if parent is None else parent
+    named = source.get(HOME_ENV, "").strip()
+    folder = Path(named) if named else Path(source.get("HOME") or Path.home()) / ".codex"
+    return [(folder / name, jail.home / ".codex" / name) for name in LOGIN_FILES]
+
+
+@contextlib.contextmanager
+def _last_message_file(jail: AgentJail | None) -> Iterator[Path]:
+    """Where Codex writes its final message: the jail's temp, else a private temporary folder."""
+    if jail is not None:
+        path = jail.tmp / LAST_MESSAGE_FILE
+        try:
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
+        return
+    with tempfile.TemporaryDirectory(prefix="lanebot-codex-") as folder:
+        yield Path(folder) / LAST_MESSAGE_FILE
 
 
 class CodexStreamParser:
@@ -210,8 +258,22 @@ class CodexAgent:
         self.grace_s = grace_s
 
     async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult:
-        with tempfile.TemporaryDirectory(prefix="lanebot-codex-") as folder:
-            last_message = Path(folder) / LAST_MESSAGE_FILE
+        extra_env: dict[str, str] = {}
+        copied: list[Path] = []
+        if request.jail is not None:
+            (request.jail.home / ".codex").mkdir(mode=0o700, exist_ok=True)  # Codex refuses a missing CODEX_HOME
+            copied = copy_login_files(codex_login_files(request.jail))
+            extra_env[HOME_ENV] = str(request.jail.home / ".codex")
+        try:
+            return await self._session(request, on_start, extra_env)
+        finally:
+            for path in copied:
+                path.unlink(missing_ok=True)
+
+    async def _session(
+        self, request: AgentRequest, on_start: Callable[[int], None] | None, extra_env: Mapping[str, str]
+    ) -> AgentResult:
+        with _last_message_file(request.jail) as last_message:
             return await run_cli_session(
                 agent=self.name,
                 argv=codex_argv(self.settings, read_only=request.read_only, last_message=last_message),
@@ -219,9 +281,10 @@ class CodexAgent:
                 parser=CodexStreamParser(last_message),
                 not_found=(
                     f"the codex agent needs the `{self.settings.binary}` binary on PATH "
-                    "(set agents.codex.binary in .github/lanebot.yml or the workflow)"
+                    "(or set agents.codex.binary in the host's workflow, the folder LANEBOT_WORKFLOWS_DIR names)"
                 ),
                 on_start=on_start,
+                extra_env=extra_env,
                 grace_s=self.grace_s,
                 passthrough=(*CODEX_ENV, *NETWORK_ENV, *self.settings.env),
             )

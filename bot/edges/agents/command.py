@@ -2,7 +2,7 @@
 
 The argv comes from the settings (`agents.command.argv`, a list: it is never split or run through a
 shell). The prompt arrives on stdin and, for tools that want a file, in a temporary file outside the
-worktree named by `$LANEBOT_PROMPT_FILE` (removed afterwards). `$LANEBOT_READ_ONLY` is `1` when the
+worktree named by `$LANEBOT_PROMPT_FILE` (removed afterwards; in a jail, in the jail's own temp). `$LANEBOT_READ_ONLY` is `1` when the
 session must not change the tree (planning), else `0`. No variable of lanebot's environment passes
 beyond the harmless few every agent gets, except those `agents.command.env` names (never lanebot's own).
 
@@ -82,7 +82,7 @@ class CommandAgent:
         self.grace_s = grace_s
 
     async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult:
-        prompt_file = _write_prompt_file(request.prompt)
+        prompt_file = _write_prompt_file(request.prompt, None if request.jail is None else request.jail.tmp)
         try:
             return await run_cli_session(
                 agent=self.name,
@@ -91,7 +91,7 @@ class CommandAgent:
                 parser=CommandOutputParser(),
                 not_found=(
                     f"the command agent needs `{self.settings.argv[0]}` on PATH "
-                    "(set agents.command.argv in .github/lanebot.yml or the workflow)"
+                    "(set agents.command.argv in the host's workflow, the folder LANEBOT_WORKFLOWS_DIR names)"
                 ),
                 on_start=on_start,
                 extra_env={PROMPT_FILE_ENV: str(prompt_file), READ_ONLY_ENV: "1" if request.read_only else "0"},
@@ -102,9 +102,9 @@ class CommandAgent:
             prompt_file.unlink(missing_ok=True)
 
 
-def _write_prompt_file(prompt: str) -> Path:
-    """The prompt in a private temporary file (mode 0600), in the system's temp directory."""
-    descriptor, name = tempfile.mkstemp(prefix="lanebot-prompt-", suffix=".md")
+def _write_prompt_file(prompt: str, folder: Path | None) -> Path:
+    """The prompt in a private temporary file (mode 0600), in `folder` or the system's temp directory."""
+    descriptor, name = tempfile.mkstemp(prefix="lanebot-prompt-", suffix=".md", dir=folder)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(prompt)
     return Path(name)

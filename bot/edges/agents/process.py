@@ -12,6 +12,15 @@ The process gets a minimal environment: a few variables inherited from lanebot's
 documents for credentials, endpoints and proxies, and those `agents.<name>.env` names; lanebot's
 own secrets are dropped even when named), then the request's `env` on top.
 
+With the request's `jail` (bot.runner.jailing.agent_jail) the CLI runs inside it: the process
+started is bwrap, whose argv holds no variable (the environment is bwrap's own), and the CLI
+sees its worktree, its program, a private home and temp, and no other file of lanebot's. It then
+inherits only `JAIL_INHERITED_ENV` (no variable that names a folder of the host: HOME, TMPDIR,
+XDG_*, CODEX_HOME and CLAUDE_CONFIG_DIR are the jail's); an adapter whose CLI keeps its login in
+files copies them into the private home first (`copy_login_files`). When the session ends (an
+exit, a timeout, a cancellation) bwrap ends, and its PID namespace with everything the CLI
+started in it, `setsid` children and daemons included.
+
 A parser may say the session is over before the process exits (`session_over()`: Claude Code's
 final `result` event). The process then gets `RESULT_EXIT_GRACE_S` to exit by itself; if it does
 not, its group is stopped and the session ends as the parser concluded, not as a timeout.
@@ -52,6 +61,15 @@ INHERITED_ENV = (
     "CODEX_HOME",
     "CLAUDE_CONFIG_DIR",
 )
+# What a jailed CLI inherits: the same, less what names a folder of the host (the jail has its own).
+JAIL_INHERITED_ENV = tuple(
+    name
+    for name in INHERITED_ENV
+    if name not in ("HOME", "TMPDIR", "CODEX_HOME", "CLAUDE_CONFIG_DIR") and not name.startswith("XDG_")
+)
+# lanebot commits what a session leaves in its worktree, and a file outside the unit's `files` fails
+# the lane: Python's bytecode caches, written by any check the agent runs, must not be among them.
+WORKTREE_HYGIENE_ENV: Mapping[str, str] = {"PYTHONDONTWRITEBYTECODE": "1"}
 DEFAULT_GRACE_S = 5.0
 RESULT_EXIT_GRACE_S = 10.0
 KILL_WAIT_S = 2.0
@@ -114,13 +132,33 @@ def passed_through(
     }
 
 
-def child_environment(extra: Mapping[str, str], parent: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment an agent runs with: the harmless part of `parent`, then `extra` over it."""
+def child_environment(
+    extra: Mapping[str, str], parent: Mapping[str, str] | None = None, *, jailed: bool = False
+) -> dict[str, str]:
+    """The environment an agent runs with: the harmless part of `parent` (less what names a folder
+    of the host when `jailed`), then `extra` over it."""
     source = os.environ if parent is None else parent
-    env = {name: source[name] for name in INHERITED_ENV if name in source}
+    env = {name: source[name] for name in (JAIL_INHERITED_ENV if jailed else INHERITED_ENV) if name in source}
     env.setdefault("PATH", os.defpath)
+    env.update(WORKTREE_HYGIENE_ENV)
     env.update(extra)
     return env
+
+
+def copy_login_files(files: Sequence[tuple[Path, Path]]) -> list[Path]:
+    """Copy each (source, target) whose source is a regular file: the target private (0600, its
+    folder 0700), never through a link already at the target. Returns the targets written."""
+    written = []
+    for source, target in files:
+        if not source.is_file():
+            continue
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        target.unlink(missing_ok=True)
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(source.read_bytes())
+        written.append(target)
+    return written
 
 
 def find_executable(name: str, env: Mapping[str, str]) -> str | None:
@@ -152,7 +190,8 @@ async def run_cli_session(
     PATH, and re-raises `CancelledError` after stopping the process group when cancelled.
     """
     inherited = passed_through(passthrough, passthrough_prefixes)
-    env = child_environment({**inherited, **request.env, **(extra_env or {})})
+    jail = request.jail
+    env = child_environment({**inherited, **request.env, **(extra_env or {})}, jailed=jail is not None)
     executable = find_executable(argv[0], env)
     if not request.cwd.is_dir():
         raise NotADirectoryError(f"the {agent} agent's working directory {request.cwd} does not exist")
@@ -168,12 +207,16 @@ async def run_cli_session(
             cwd=str(request.cwd),
             at=utc_timestamp(),
             env=sorted(set(inherited) | set(request.env) | set(extra_env or {})),
+            jailed=jail is not None,
+        )
+        started, started_env = (
+            (resolved, env) if jail is None else jail.command(executable, argv[1:], env=env, cwd=request.cwd)
         )
         try:
             outcome = await run_process(
-                resolved,
+                started,
                 cwd=request.cwd,
-                env=env,
+                env=started_env,
                 stdin_data=request.prompt.encode("utf-8") if stdin_data is None else stdin_data,
                 timeout=request.timeout,
                 transcript=transcript,
