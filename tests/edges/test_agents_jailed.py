@@ -272,6 +272,44 @@ def test_claudes_host_login_is_copied_into_the_jails_home_privately_for_the_sess
     assert (home / ".claude" / ".credentials.json").read_text() == "oauth-login\n"
 
 
+REFRESHING_CLAUDE = """#!/bin/sh
+cat > /dev/null
+printf '%s' "$REFRESHED" > "$CLAUDE_CONFIG_DIR/.credentials.json"
+printf 'rewritten state' > "$CLAUDE_CONFIG_DIR/.claude.json"
+echo '{"type":"result","subtype":"success","is_error":false,"result":"refreshed"}'
+"""
+
+
+@pytest.mark.parametrize(
+    ("refreshed", "host_after"),
+    [
+        ('{"claudeAiOauth": {"refreshToken": "rotated"}}', '{"claudeAiOauth": {"refreshToken": "rotated"}}'),
+        ("not json: an agent's scribble", '{"claudeAiOauth": {"refreshToken": "first"}}'),
+    ],
+    ids=["a-refreshed-login-goes-back", "anything-else-does-not"],
+)
+def test_a_login_the_cli_refreshed_in_the_jail_goes_back_to_the_host_and_nothing_else_does(
+    host: Host, monkeypatch: pytest.MonkeyPatch, refreshed: str, host_after: str
+) -> None:
+    home = host.root / "lanebot-home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / ".credentials.json").write_text('{"claudeAiOauth": {"refreshToken": "first"}}')
+    (home / ".claude" / ".credentials.json").chmod(0o600)
+    (home / ".claude.json").write_text("onboarded\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    _install(host.root / "bin", "claude", REFRESHING_CLAUDE)
+    agent = ClaudeAgent(ClaudeSettings(binary=str(host.root / "bin" / "claude"), env=("REFRESHED",)), grace_s=1)
+    monkeypatch.setenv("REFRESHED", refreshed)
+
+    result = run(agent.run(host.request(run(host.jail()))))
+
+    assert result.ok, result.error
+    assert (home / ".claude" / ".credentials.json").read_text() == host_after
+    assert (home / ".claude" / ".credentials.json").stat().st_mode & 0o777 == 0o600
+    assert (home / ".claude.json").read_text() == "onboarded\n"  # the CLI's state is the session's alone
+
+
 def test_codex_writes_its_last_message_in_the_jails_temp_with_its_host_login_copied(
     host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:

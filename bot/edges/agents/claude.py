@@ -69,7 +69,7 @@ from bot.edges.agents.process import (
     DEFAULT_GRACE_S,
     RESULT_EXIT_GRACE_S,
     Conclusion,
-    copy_login_files,
+    login_copies,
     run_cli_session,
 )
 
@@ -152,7 +152,8 @@ def claude_extra_env(settings: ClaudeSettings, *, read_only: bool) -> dict[str, 
 
 
 CONFIG_DIR_ENV = "CLAUDE_CONFIG_DIR"
-LOGIN_FILES = (".credentials.json", ".claude.json")
+CREDENTIALS_FILE = ".credentials.json"  # rewritten by the CLI when it refreshes its OAuth token
+LOGIN_FILES = (CREDENTIALS_FILE, ".claude.json")
 
 
 def claude_login_files(jail: AgentJail, parent: Mapping[str, str] | None = None) -> list[tuple[Path, Path]]:
@@ -263,11 +264,10 @@ class ClaudeAgent:
 
     async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult:
         extra_env = claude_extra_env(self.settings, read_only=request.read_only)
-        copied: list[Path] = []
+        logins = claude_login_files(request.jail) if request.jail is not None else []
         if request.jail is not None:
-            copied = copy_login_files(claude_login_files(request.jail))
             extra_env[CONFIG_DIR_ENV] = str(request.jail.home / ".claude")
-        try:
+        with login_copies(logins, refreshable=(CREDENTIALS_FILE,)):
             return await run_cli_session(
                 agent=self.name,
                 argv=claude_argv(self.settings, read_only=request.read_only),
@@ -284,6 +284,3 @@ class ClaudeAgent:
                 passthrough_prefixes=CLAUDE_ENV_PREFIXES,
                 result_grace_s=self.result_grace_s,
             )
-        finally:
-            for path in copied:
-                path.unlink(missing_ok=True)

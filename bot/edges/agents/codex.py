@@ -68,7 +68,7 @@ from bot.edges.agents.base import (
     require_text,
     with_detail,
 )
-from bot.edges.agents.process import DEFAULT_GRACE_S, Conclusion, copy_login_files, run_cli_session
+from bot.edges.agents.process import DEFAULT_GRACE_S, Conclusion, login_copies, run_cli_session
 
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 DEFAULTS: Mapping[str, Any] = {
@@ -82,7 +82,8 @@ MESSAGE_ITEM_TYPES = ("agent_message", "assistant_message")
 LAST_MESSAGE_FILE = "last-message.txt"
 MAX_LAST_MESSAGE_BYTES = 4 * 1024 * 1024
 HOME_ENV = "CODEX_HOME"
-LOGIN_FILES = ("auth.json", "config.toml")
+AUTH_FILE = "auth.json"  # rewritten by the CLI when it refreshes a ChatGPT login
+LOGIN_FILES = (AUTH_FILE, "config.toml")
 
 
 @dataclass(frozen=True)
@@ -259,16 +260,13 @@ class CodexAgent:
 
     async def run(self, request: AgentRequest, *, on_start: Callable[[int], None] | None = None) -> AgentResult:
         extra_env: dict[str, str] = {}
-        copied: list[Path] = []
+        logins: list[tuple[Path, Path]] = []
         if request.jail is not None:
             (request.jail.home / ".codex").mkdir(mode=0o700, exist_ok=True)  # Codex refuses a missing CODEX_HOME
-            copied = copy_login_files(codex_login_files(request.jail))
+            logins = codex_login_files(request.jail)
             extra_env[HOME_ENV] = str(request.jail.home / ".codex")
-        try:
+        with login_copies(logins, refreshable=(AUTH_FILE,)):
             return await self._session(request, on_start, extra_env)
-        finally:
-            for path in copied:
-                path.unlink(missing_ok=True)
 
     async def _session(
         self, request: AgentRequest, on_start: Callable[[int], None] | None, extra_env: Mapping[str, str]

@@ -29,11 +29,13 @@ not, its group is stopped and the session ends as the parser concluded, not as a
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -145,20 +147,86 @@ def child_environment(
     return env
 
 
-def copy_login_files(files: Sequence[tuple[Path, Path]]) -> list[Path]:
+@dataclass(frozen=True)
+class LoginCopy:
+    """A host login file copied into a jail's home for one session."""
+
+    source: Path
+    target: Path
+    original: bytes
+    refreshable: bool  # a credentials file the CLI may rewrite when it refreshes its token
+
+
+MAX_LOGIN_FILE_BYTES = 1024 * 1024
+
+
+def copy_login_files(files: Sequence[tuple[Path, Path]], refreshable: Collection[str] = ()) -> list[LoginCopy]:
     """Copy each (source, target) whose source is a regular file: the target private (0600, its
-    folder 0700), never through a link already at the target. Returns the targets written."""
-    written = []
+    folder 0700), never through a link already at the target. `refreshable`: the file names the
+    CLI rewrites when it refreshes its login (see `finish_login_copies`)."""
+    copies = []
     for source, target in files:
         if not source.is_file():
             continue
+        original = source.read_bytes()
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         target.unlink(missing_ok=True)
-        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(source.read_bytes())
-        written.append(target)
-    return written
+        _write_private(target, original)
+        copies.append(LoginCopy(source, target, original, target.name in refreshable))
+    return copies
+
+
+@contextmanager
+def login_copies(files: Sequence[tuple[Path, Path]], refreshable: Collection[str] = ()) -> Iterator[list[LoginCopy]]:
+    """The login files copied for one session, finished (`finish_login_copies`) when it ends."""
+    copies = copy_login_files(files, refreshable)
+    try:
+        yield copies
+    finally:
+        finish_login_copies(copies)
+
+
+def finish_login_copies(copies: Sequence[LoginCopy]) -> None:
+    """Remove a session's login copies. A credentials file the CLI refreshed inside the jail goes
+    back to the host first (OAuth refresh tokens rotate: the host's old one may no longer work),
+    only when it is still a regular file holding a JSON object of at most 1 MiB and the host's file
+    is as it was copied (another session has not refreshed it since)."""
+    for copy in copies:
+        refreshed = _refreshed_login(copy) if copy.refreshable else None
+        if refreshed is not None:
+            _replace_private(copy.source, refreshed)
+        copy.target.unlink(missing_ok=True)
+
+
+def _refreshed_login(copy: LoginCopy) -> bytes | None:
+    try:
+        descriptor = os.open(copy.target, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(descriptor, "rb") as handle:
+            data = handle.read(MAX_LOGIN_FILE_BYTES + 1)
+        current_host = copy.source.read_bytes()
+    except OSError:
+        return None
+    if data == copy.original or len(data) > MAX_LOGIN_FILE_BYTES or current_host != copy.original:
+        return None
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return None
+    return data if isinstance(parsed, dict) else None
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)
+
+
+def _replace_private(path: Path, data: bytes) -> None:
+    """Replace `path` atomically with `data`, 0600 (a reader never sees half a file)."""
+    staged = path.with_name(f".{path.name}.lanebot-{os.getpid()}")
+    staged.unlink(missing_ok=True)
+    _write_private(staged, data)
+    os.replace(staged, path)
 
 
 def find_executable(name: str, env: Mapping[str, str]) -> str | None:
