@@ -86,6 +86,7 @@ LANEBOT_SETTINGS = (
     "DATABASE_URL",
     "GITHUB_API_URL",
     "LOG_LEVEL",
+    "LANEBOT_REPLAY_WINDOW",
 )
 # A closed port: should a handler call GitHub, it fails at once instead of reaching github.com.
 UNREACHABLE_API_URL = "http://127.0.0.1:9"
@@ -686,7 +687,7 @@ def lanebot_app(work_dir: Path) -> Any:
     from bot.web.app import create_app
 
     environ = {name: os.environ[name] for name in LANEBOT_SETTINGS if name in os.environ}
-    return create_app(Settings.load(environ=environ, env_file=None), env_file=work_dir / ".env")
+    return create_app(Settings.load(environ=environ, env_file=None))
 
 
 def serve(target: str, port: int) -> None:
@@ -788,6 +789,9 @@ class ThrowawayApp:
             "DATABASE_URL": database_url,
             "GITHUB_API_URL": UNREACHABLE_API_URL,
             "LOG_LEVEL": log_level,
+            # The load repeats the same example bodies under fresh delivery ids, which lanebot's
+            # replay window would answer 200 without storing: off, so every delivery is stored.
+            "LANEBOT_REPLAY_WINDOW": "0",
             "BENCH_WORK_DIR": str(work_dir),
         }
 

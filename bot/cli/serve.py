@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import re
+import urllib.parse
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +30,7 @@ _LOGGING_LEVELS = {"trace": logging.DEBUG}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = subparsers.add_parser("serve", help="run the GitHub App: webhooks, dispatcher, set-up pages")
+    serve = subparsers.add_parser("serve", help="run the GitHub App: webhooks, dispatcher, health check")
     serve.add_argument("--host", help="address to listen on (default: HOST, else 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (default: PORT, else 3000)")
     _env_file_argument(serve)
@@ -38,6 +39,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     setup = subparsers.add_parser("setup", help="serve only the pages that register the GitHub App and write .env")
     setup.add_argument("--host", help="address to listen on (default: HOST, else 127.0.0.1)")
     setup.add_argument("--port", type=int, help="port to listen on (default: PORT, else 3000)")
+    setup.add_argument(
+        "--public-url",
+        type=parse_public_url,
+        metavar="URL",
+        help="where GitHub will reach lanebot, e.g. https://lanebot.example.com (default http://HOST:PORT); "
+        "the App's webhook and callback URLs are built on it",
+    )
     _env_file_argument(setup)
     setup.set_defaults(func=run_setup)
 
@@ -73,6 +81,14 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
 
+def parse_public_url(text: str) -> str:
+    """An http(s) URL with a host and no query: where GitHub reaches lanebot."""
+    parts = urllib.parse.urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL such as https://lanebot.example.com")
+    return text.strip().rstrip("/")
+
+
 def load_settings(env_file: Path) -> Settings:
     try:
         return Settings.load(env_file=env_file)
@@ -90,7 +106,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.env_file)
     configure_logging(settings.log_level)
-    app = create_app(settings, env_file=args.env_file)
+    app = create_app(settings)
     uvicorn.run(app, host=args.host or settings.host, port=args.port or settings.port, log_level=settings.log_level)
     return 0
 
@@ -101,12 +117,14 @@ def run_setup(args: argparse.Namespace) -> int:
     host = args.host or os.environ.get("HOST", "").strip() or "127.0.0.1"
     port = args.port or _port_from_environment()
     configure_logging("info")
+    public_url = args.public_url or f"http://{host}:{port}"
     app = create_setup_app(
+        public_url=public_url,
         env_file=args.env_file,
         github_api_url=os.environ.get("GITHUB_API_URL", "").strip() or DEFAULT_API_URL,
         webhook_path=os.environ.get("WEBHOOK_PATH", "").strip() or DEFAULT_WEBHOOK_PATH,
     )
-    print(f"Open http://{host}:{port}/setup to register the App; it writes {args.env_file}.")
+    print(f"Open {public_url}/setup to register the App; it writes {args.env_file}.")
     uvicorn.run(app, host=host, port=port, log_level="info")
     return 0
 

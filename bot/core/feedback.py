@@ -18,8 +18,8 @@ A fix lane acts on review feedback on lanebot's pull request (bot/runner/review/
   request) render lanebot's answers.
 
 Agent-written text is untrusted: the agent read threads anyone could write. It reaches GitHub
-escaped (bot.render.gate's escapers) and then `defuse`d, so it cannot mention people or teams and
-cannot use a closing keyword (`fixes #1`) on an issue.
+escaped (bot.core.text's escapers) and then `defuse`d (bot.core.text.defuse, re-exported here), so it
+cannot mention people or teams, close an issue (`fixes #1`) or reference one.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from bot.core.text import (
     cell_code,
     code_block,
     code_span,
+    defuse,
     largest_fitting_render,
     markdown_cell,
     markdown_text,
@@ -526,23 +527,6 @@ def schema_errors(error: ValidationError, *, limit: int | None = None) -> list[s
 
 
 # --------------------------------------------------------------------------- safe agent text
-
-_MENTION = re.compile(r"@(?=[A-Za-z0-9])")
-_CLOSING_KEYWORD = re.compile(
-    r"\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b(?=\s*:?\s*(?:#|[\w.-]+/[\w.-]+#|https?://))", re.IGNORECASE
-)
-_ZERO_WIDTH_SPACE = "\u200b"
-
-
-def defuse(text: str) -> str:
-    """`text` unable to mention anyone or close an issue on GitHub, shown the same.
-
-    A zero-width space goes after `@` before a name (`@\u200blogin`, `@\u200borg/team`) and after a
-    closing keyword before a reference (`fixes\u200b #1`, `Closes\u200b: o/r#2`, `resolved\u200b
-    https://...`). Apply it last: bot.render.gate's escapers remove invisible characters. Idempotent.
-    """
-    text = _MENTION.sub("@" + _ZERO_WIDTH_SPACE, text)
-    return _CLOSING_KEYWORD.sub(lambda match: match[1] + _ZERO_WIDTH_SPACE, text)
 
 
 def _prose(text: str) -> str:

@@ -24,6 +24,7 @@ from typing import NotRequired, TypedDict, cast
 
 from bot.core.ere import MAX_FILES_CHARS, MAX_REPEAT, FilesLimitError, compile_ere, compiled_ere, match_paths
 from bot.core.ere import shown as _shown
+from bot.core.hiding import hiding_spots
 
 __all__ = [
     "DEFAULT_MAX_UNITS",
@@ -289,10 +290,11 @@ def _check_unit(index: int, item: object) -> tuple[_Entry, list[Problem]]:
     messages = _key_messages(item)
     messages += _id_messages(item)
     messages += [message for key in _TEXT_KEYS if key in item for message in _text_messages(key, item[key])]
+    messages += _hiding_messages("check", item.get("check"))
     messages += _needs_messages(item)
     messages += _estimate_messages(item)
     entry.needs = _string_needs(item.get("needs"))
-    files_messages = _files_messages(item.get("files"))
+    files_messages = _files_messages(item.get("files")) or _hiding_messages("files", item.get("files"))
     entry.files = _usable_files(item.get("files"), files_messages)
     messages += files_messages
     return entry, [Problem(entry.label, message) for message in messages]
@@ -327,6 +329,23 @@ def _text_messages(key: str, value: object) -> list[str]:
     if not value.strip():
         return [f"{key} is empty"]
     return []
+
+
+def _hiding_messages(key: str, value: object) -> list[str]:
+    """A check runs, and `files` matches, exactly as written: refuse what a reviewer could not see."""
+    if not isinstance(value, str):
+        return []
+    spots = list(hiding_spots(value))
+    if not spots:
+        return []
+    first = spots[0]
+    line = value.count("\n", 0, first.start) + 1
+    column = first.start - (value.rfind("\n", 0, first.start) + 1) + 1
+    more = f" (and {len(spots) - 1} more such spot{'s' * (len(spots) > 2)})" if len(spots) > 1 else ""
+    return [
+        f"{key} holds {first.what} at line {line}, column {column}{more}: the gate could not show it"
+        f" as it would run; write {key} in visible characters, with no run of more than 32 spaces or tabs"
+    ]
 
 
 def _needs_messages(item: Mapping[str, object]) -> list[str]:

@@ -1,21 +1,25 @@
-"""The names lanebot gives things on GitHub and in git: its branches and its merge commits. Pure.
+"""The names lanebot gives things on GitHub and in git: its branches and its commits' messages. Pure.
 
 The integration branch (the pull request's head) is `lanebot/<issue>`; lane branches are
 `lanebot-lanes/<issue>/<unit>` (git cannot hold a branch `lanebot/<issue>` and branches under
 `lanebot/<issue>/` at once). A lane's merge commit reads `Merge lane '<unit>' of #<issue>`: a
-contract, since the per-lane diff view parses it. Check runs are named in bot.core.checks, comment
-markers in bot.core.text.
+contract, since the per-lane diff view parses it. A lane's own commit reads `<unit>: <title>`, the
+plan's title defused (bot.core.text.defuse), so merging the pull request closes no issue the plan
+named and notifies no one. Check runs are named in bot.core.checks, comment markers in bot.core.text.
 """
 
 from __future__ import annotations
 
 import re
 
+from bot.core.text import defuse, one_line
+
 __all__ = [
     "INTEGRATION_PREFIX",
     "LANE_PREFIX",
     "integration_branch",
     "lane_branch",
+    "lane_commit_message",
     "merge_message",
     "parse_merge_message",
 ]
@@ -38,6 +42,12 @@ def integration_branch(issue_number: int) -> str:
 def lane_branch(issue_number: int, unit_id: str) -> str:
     """The branch one lane's attempts are pushed to."""
     return f"{LANE_PREFIX}/{issue_number}/{unit_id}"
+
+
+def lane_commit_message(unit_id: str, title: str, issue_number: int, attempt: int) -> str:
+    """The message of the commit lanebot makes of a lane attempt's work; the unit's title defused."""
+    subject = defuse(one_line(title), context="plain")
+    return f"{unit_id}: {subject}\n\nLane '{unit_id}' of #{issue_number}, attempt {attempt}, by lanebot.\n"
 
 
 def merge_message(unit_id: str, issue_number: int) -> str:

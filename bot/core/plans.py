@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -266,13 +266,21 @@ class PlanOutcome:
 
 
 def validate_plan_text(
-    text: str, *, max_units: int, tracked_paths: Sequence[str]
+    text: str,
+    *,
+    max_units: int,
+    tracked_paths: Sequence[str],
+    gate_problems: Callable[[Graph], Sequence[str]] | None = None,
 ) -> tuple[Graph | None, tuple[str, ...]]:
     """The graph of a plan written as JSONL or a JSON array, or every problem with it (its `files`
     matched against the tracked paths by RE2, in linear time: on 100,000 paths call it off the event loop).
 
-    Invisible characters are stripped from every string of the plan, written literally or as a
-    JSON escape, so that the lanes get exactly what the gate shows a reviewer.
+    Invisible characters are stripped from every string of the plan but `check` and `files`,
+    written literally or as a JSON escape, so that the lanes get exactly what the gate shows a
+    reviewer; `check` and `files` run exactly as written, so the validation refuses them instead
+    (bot.core.hiding). `gate_problems`, when given, is asked about the valid graph: the runner
+    passes the gate's own size check (bot.render.gate), so a plan the gate cannot show whole is
+    refused like any other invalid plan.
     """
     try:
         raw = parse_units(text)
@@ -282,7 +290,11 @@ def validate_plan_text(
         graph = build_graph(_without_invisible(raw), max_units=max_units, tracked_paths=tracked_paths)
     except InvalidPlan as invalid:
         return None, tuple(str(problem) for problem in invalid.problems)
-    return graph, ()
+    shown = tuple(gate_problems(graph)) if gate_problems is not None else ()
+    return (None, shown) if shown else (graph, ())
+
+
+_EXACT_KEYS = frozenset({"check", "files"})  # validated as written (bot.core.graph refuses what hides text)
 
 
 def _without_invisible(value: object) -> object:
@@ -291,13 +303,24 @@ def _without_invisible(value: object) -> object:
     if isinstance(value, list):
         return [_without_invisible(item) for item in value]
     if isinstance(value, dict):
-        return {_without_invisible(key): _without_invisible(item) for key, item in value.items()}
+        return {
+            _without_invisible(key): item if key in _EXACT_KEYS else _without_invisible(item)
+            for key, item in value.items()
+        }
     return value
 
 
-def plan_from_hand(text: str, *, workflow: Workflow, tracked_paths: Sequence[str]) -> PlanOutcome:
+def plan_from_hand(
+    text: str,
+    *,
+    workflow: Workflow,
+    tracked_paths: Sequence[str],
+    gate_problems: Callable[[Graph], Sequence[str]] | None = None,
+) -> PlanOutcome:
     """A hand-written plan (the content `extract_hand_plan` found), validated; no agent session."""
-    graph, problems = validate_plan_text(text, max_units=workflow.plan.max_units, tracked_paths=tracked_paths)
+    graph, problems = validate_plan_text(
+        text, max_units=workflow.plan.max_units, tracked_paths=tracked_paths, gate_problems=gate_problems
+    )
     attempt = PlanAttempt(attempt=1, problems=problems, transcript=None, error=None)
     return PlanOutcome(graph=graph, units_jsonl=graph.to_jsonl() if graph else None, attempts=(attempt,), source="hand")
 

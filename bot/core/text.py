@@ -1,16 +1,23 @@
 """Text lanebot writes from untrusted input: escapers, hidden markers, and what a reader cannot see.
 
 All text that came from a plan, an issue, a review or an agent is untrusted (anyone who can open
-an issue shapes it), so it reaches a comment only through the escapers here:
+an issue shapes it), so it reaches GitHub (comments, the pull request, commits, check runs) only
+through `defuse` or the escapers here:
 
+- `defuse(text, context=...)`: the one function that makes untrusted text inert and keeps its
+  words: no mention, no closing keyword, no issue reference, no forged marker, no control
+  character, and (`markdown`) no HTML or fence that leaves the block it is put in. For text shown
+  as Markdown (the integrator's PR body) or as plain text (commit messages, titles); an escaper's
+  output gets its word rules only.
 - `markdown_text` / `markdown_cell`: prose and table cells. HTML and every character Markdown
   reads as syntax become character references, which CommonMark shows literally; `@` gets a
-  zero-width space after it so a plan cannot ping people or teams on every revision.
+  zero-width space after it so a plan cannot ping people or teams on every revision, and the
+  words are defused (closing keywords and issue references broken) as `defuse` does.
 - `code_span` (prose) and `cell_code` (tables, where a backtick span would still split on `|`).
 - `code_block`: a fenced block whose fence is longer than any backtick run inside it.
 - `mermaid_label`: every character outside letters, digits, space and `.,-_/` written as a
   Mermaid entity code `#NNN;`, which Mermaid turns into an HTML character reference: text
-  shown, never parsed as diagram syntax, Markdown or HTML.
+  shown, never parsed as diagram syntax, Markdown or HTML; a closing keyword's first letter coded.
 
 Every comment lanebot writes starts with a hidden marker (`<!-- lanebot:gate run=12 rev=2 -->`,
 `marker` / `parse_marker`) so lanebot finds its own comments again instead of posting a duplicate
@@ -21,14 +28,12 @@ comments, invisible characters) before text reaches an agent's prompt. Pure: no 
 from __future__ import annotations
 
 import functools
+import html
 import math
 import re
 import unicodedata
 from collections.abc import Callable
-from typing import Any
-
-COMMENT_LIMIT = 65_536  # GitHub refuses a longer issue comment with 422
-
+from typing import Any, Literal, overload
 
 COMMENT_LIMIT = 65_536  # GitHub refuses a longer issue comment with 422
 
@@ -82,14 +87,14 @@ def markdown_text(text: object) -> Escaped:
     """Untrusted text for a line of Markdown prose: shown literally, on one line."""
     if isinstance(text, Escaped):
         return text
-    return Escaped(_markdown_escape(one_line(str(text)), break_mentions=True))
+    return Escaped(_defuse_words(_markdown_escape(one_line(str(text)), break_mentions=True)))
 
 
 def markdown_cell(text: object) -> Escaped:
     """Untrusted text for a Markdown table cell: shown literally, line breaks as `<br>`."""
     lines = [" ".join(line.split()) for line in visible(str(text)).split("\n")]
     escaped = (_markdown_escape(line, break_mentions=True) for line in lines)
-    return Escaped("<br>".join(line for line in escaped if line))
+    return Escaped(_defuse_words("<br>".join(line for line in escaped if line)))
 
 
 def cell_code(text: object) -> Escaped:
@@ -131,14 +136,23 @@ def mermaid_label(text: object) -> Escaped:
 
     Mermaid replaces `#NNN;` with the HTML reference `&#NNN;` after parsing, so `"`, `#`, `;`,
     `%%`, brackets, backticks and `<script>` all reach the reader as text. `:` is coded too:
-    Mermaid strips a trailing `;` from any line holding `style...:...#...;`.
+    Mermaid strips a trailing `;` from any line holding `style...:...#...;`. A closing keyword before
+    a reference has its first letter coded too (see `_code_first_letter`).
     """
     # Mermaid writes entity codes as placeholders (`#60;` is `ﬂ°°60¶ß`) and decodes them once
     # more in its finished SVG, so a title holding `ﬂ°` or `¶ß` would show other characters
     # (seen in a browser: `ﬂ°°60¶ß` showed as `<`). A zero-width space splits both markers.
     line = one_line(str(text))
     line = line.replace("\ufb02\xb0", "\ufb02\u200b\xb0").replace("\xb6\xdf", "\xb6\u200b\xdf")
-    return Escaped("".join(char if char in _MERMAID_SAFE else f"#{ord(char)};" for char in line))
+    coded = "".join(char if char in _MERMAID_SAFE else f"#{ord(char)};" for char in line)
+    return Escaped(_CLOSING_KEYWORD.sub(_code_first_letter, coded))
+
+
+def _code_first_letter(match: re.Match[str]) -> str:
+    """A closing keyword in a Mermaid label (`Closes #35;1` is `Closes #1` coded) with its first letter
+    coded, so the diagram's source closes nothing: `#67;loses #35;1`. (A zero-width space would not
+    survive the code block the diagram goes in.)"""
+    return f"#{ord(match[1][0])};{match[1][1:]}"
 
 
 _KIND = re.compile(r"[a-z][a-z-]*")
@@ -298,3 +312,113 @@ def _is_kept(char: str) -> bool:
     if any(low <= code <= high for low, high in _INVISIBLE_RANGES):
         return False
     return unicodedata.category(char) not in _REMOVED_CATEGORIES
+
+
+# --------------------------------------------------------------------------- defusing
+
+Context = Literal["markdown", "plain"]
+
+
+ZERO_WIDTH_SPACE = "\u200b"
+
+
+# `@` before anything that could start a name (a login, `org/team`, a character reference that renders
+# as one), unless a zero-width space (or the escapers' `&#8203;`) already follows it.
+_MENTION = re.compile(r"@(?![\s\u200b]|&#8203;|\Z)")
+
+
+# GitHub's closing keywords (any case) before an issue reference, a colon or not: `#1`, `GH-1`,
+# `owner/repo#1`, an issue's URL. Zero spaces too: GitHub's parser is not documented that closely.
+_CLOSING_KEYWORD = re.compile(
+    r"\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b(?=\s*:?\s*(?:#|gh-|[\w.-]+/[\w.-]+#|https?://))", re.IGNORECASE
+)
+
+
+# An issue reference GitHub links and backlinks (`#1`, `owner/repo#1`, `GH-1`). In Markdown not the `#`
+# of a character reference (`&#124;` renders as `|`); in plain text `&#35;1` is shown as it is, so it is.
+_REFERENCE = re.compile(r"#(?=\d)|\bGH-(?=\d)", re.IGNORECASE)
+_MARKDOWN_REFERENCE = re.compile(r"(?<!&)#(?=\d)|\bGH-(?=\d)", re.IGNORECASE)
+
+
+# What could start HTML in Markdown (a tag, a closing tag, a comment, a declaration); `<` followed by a
+# zero-width space is text. Plain text needs only the comment opener broken: lanebot's markers.
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+_COMMENT_START = re.compile(r"<(?=!--)")
+
+
+# A character reference as CommonMark reads one: `&#64;`, `&#x40;`, `&commat;`.
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+
+
+# A fence that certainly opens at the top level (column 0; a backtick fence's info has no backtick),
+# and one that might open inside a container or indentation (after `>`, a list marker, or spaces).
+_TOP_FENCE = re.compile(r"(`{3,})[^`]*|(~{3,}).*")
+_NESTED_FENCE = re.compile(r"(?:[ \t]|>|[-+*](?=[ \t])|[0-9]{1,9}[.)](?=[ \t]))+(?=`{3}|~{3})")
+
+
+@overload
+def defuse(text: Escaped, *, context: Context = "markdown") -> Escaped: ...
+@overload
+def defuse(text: str, *, context: Context = "markdown") -> str: ...
+def defuse(text: str, *, context: Context = "markdown") -> str:
+    """Untrusted `text` made inert on GitHub, its visible words kept: one function for every place.
+
+    Both contexts: invisible and control characters removed (`strip_invisible`); a zero-width space
+    after `@` before a name (`@\u200balice`, `@\u200borg/team`), after a closing keyword before a
+    reference (`Closes\u200b #1`, `fixes\u200b: o/r#2`, `resolved\u200b https://...`), and inside
+    every issue reference (`#\u200b1`, `o/r#\u200b1`, `GH-\u200b1`), so nothing is mentioned,
+    closed or backlinked; `<!--` broken, so no text forges lanebot's markers.
+
+    `markdown` (comments, the PR body, check-run summaries: text shown as Markdown) also keeps the
+    text from escaping its block: every `<` that could open HTML (a tag, `<details>`, a comment) is
+    followed by a zero-width space; a character reference that renders as `@` or `#` is broken
+    likewise, one for a letter, digit or `-` becomes that character (the word rules then see it),
+    and one that renders as an invisible character is removed; a fence left open is closed,
+    and one that might open inside a list or quote (where GitHub would close it at the container's
+    end, not where this function can see) is broken. The rest of the Markdown is kept.
+
+    `plain` (commit messages, titles: text no one renders as Markdown) needs only the words broken.
+
+    `Escaped` text (an escaper's output: its markup is lanebot's) gets the word rules only and stays
+    `Escaped`. Idempotent.
+    """
+    if isinstance(text, Escaped):
+        return Escaped(_defuse_words(text))
+    text = strip_invisible(text)
+    if context == "plain":
+        return _defuse_words(_COMMENT_START.sub("<" + ZERO_WIDTH_SPACE, text), references=_REFERENCE)
+    text = _ENTITY.sub(_defuse_entity, text)
+    text = _contain_fences(_TAG_START.sub("<" + ZERO_WIDTH_SPACE, text))
+    return Escaped(_defuse_words(text))
+
+
+def _defuse_words(text: str, references: re.Pattern[str] = _MARKDOWN_REFERENCE) -> str:
+    text = _MENTION.sub("@" + ZERO_WIDTH_SPACE, text)
+    text = _CLOSING_KEYWORD.sub(lambda match: match[1] + ZERO_WIDTH_SPACE, text)
+    return references.sub(lambda match: match[0] + ZERO_WIDTH_SPACE, text)
+
+
+def _defuse_entity(match: re.Match[str]) -> str:
+    """A reference for `@` or `#` broken, one for a letter, digit or `-` written as that character
+    (so `#&#49;` and `GH&#45;1` meet the word rules), one for an invisible character removed."""
+    shown = html.unescape(match[0])
+    if shown in ("@", "#"):
+        return match[0] + ZERO_WIDTH_SPACE
+    if len(shown) == 1 and shown.isascii() and (shown.isalnum() or shown == "-"):
+        return shown
+    return "" if len(shown) == 1 and not _is_kept(shown) else match[0]
+
+
+def _contain_fences(text: str) -> str:
+    """`text` with every fence it opens closed within it (see `defuse`)."""
+    lines, fence = text.split("\n"), ""
+    for number, line in enumerate(lines):
+        if fence:
+            if re.fullmatch(f" {{0,3}}{re.escape(fence)}{re.escape(fence[0])}*[ \t]*", line):
+                fence = ""
+        elif opened := _TOP_FENCE.fullmatch(line):
+            fence = opened[1] or opened[2]
+        elif nested := _NESTED_FENCE.match(line):
+            cut = nested.end() + 1
+            lines[number] = line[:cut] + ZERO_WIDTH_SPACE + line[cut:]
+    return "\n".join(lines + [fence] if fence else lines)

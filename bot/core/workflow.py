@@ -135,7 +135,34 @@ def parse_yaml(text: str, source: str) -> dict[str, Any]:
         raise WorkflowError(
             [f"{source}: the top level must be a mapping of settings (like `build:`), not {_kind(data)}"]
         )
+    problem = _alias_problem(data)
+    if problem:
+        raise WorkflowError([f"{source}: {problem}"])
     return data
+
+
+# Aliases share one object: a document of a few lines can stand for a tree of millions of nodes
+# (an alias of an alias of ...), or contain itself. Settings are small; past this, it is refused.
+MAX_SETTINGS_NODES = 20_000
+
+
+def _alias_problem(data: object) -> str | None:
+    """Why the document's aliases cannot be settings (a cycle, or too large once expanded), or None."""
+    visited = 0
+    stack: list[tuple[object, frozenset[int]]] = [(data, frozenset())]
+    while stack:
+        node, path = stack.pop()
+        visited += 1
+        if visited > MAX_SETTINGS_NODES:
+            return f"with its aliases expanded it holds more than {MAX_SETTINGS_NODES:,} values; write it out plainly"
+        children = list(node.values()) if isinstance(node, dict) else node if isinstance(node, list) else []
+        if not children:
+            continue
+        if id(node) in path:
+            return "an alias refers to a mapping or list that contains it, so it never ends"
+        inner = path | {id(node)}
+        stack.extend((child, inner) for child in children)
+    return None
 
 
 def _yaml_problem(error: yaml.MarkedYAMLError, source: str) -> str:
@@ -352,16 +379,30 @@ class PlanSettings(_Settings):
     timeout: Duration
 
 
+# A login listed in `gate.approvers` must still hold this role on the repository: the list narrows who
+# may command lanebot, it never admits someone GitHub gives less than write.
+LISTED_APPROVER_ROLE: Role = "write"
+
+
 class GateSettings(_Settings):
     approvers: Annotated[Role | tuple[str, ...], BeforeValidator(_parse_approvers)]
 
-    def may_approve(self, login: str, role: str | None) -> bool:
-        """Whether `login`, holding repository `role` (read…admin, or None), may command lanebot."""
+    @property
+    def minimum_role(self) -> Role:
+        """The least repository role that may command lanebot: the role written, or write for a list."""
+        return LISTED_APPROVER_ROLE if isinstance(self.approvers, tuple) else self.approvers
+
+    def may_approve(self, login: str, role: str | None, *, listed: bool = False) -> bool:
+        """Whether `login`, holding repository `role` (read…admin, or None), may command lanebot.
+
+        `listed`: whether the commenter's GitHub user id is one of those the logins of a list in
+        `gate.approvers` stand for (the caller resolves them; a login can be renamed and taken by
+        someone else, an id cannot). Under a list, a listed person needs `minimum_role` too."""
         if login.lower().endswith("[bot]"):
             return False
-        if isinstance(self.approvers, tuple):
-            return login.lower() in {name.lower() for name in self.approvers}
-        return _ROLE_RANK.get(role or "", -1) >= _ROLE_RANK[self.approvers]
+        if isinstance(self.approvers, tuple) and not listed:
+            return False
+        return _ROLE_RANK.get(role or "", -1) >= _ROLE_RANK[self.minimum_role]
 
 
 class BuildSettings(_Settings):

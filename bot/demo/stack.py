@@ -17,11 +17,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import httpx
 
@@ -45,6 +46,7 @@ class Stack:
 
     root: Path
     lanebot_env: dict[str, str] = field(default_factory=dict)
+    database: str = ""  # lanebot's DATABASE_URL; empty: a SQLite file under `root`
     sandbox_url: str = ""
     lanebot_url: str = ""
     human: HumanClient | None = None
@@ -57,7 +59,7 @@ class Stack:
 
     @property
     def database_url(self) -> str:
-        return f"sqlite:///{self.root / 'lanebot.db'}"
+        return self.database or f"sqlite:///{self.root / 'lanebot.db'}"
 
     @property
     def request_log(self) -> Path:
@@ -121,6 +123,9 @@ class Stack:
         first_line = sandbox.stdout.readline().decode()
         if not first_line.startswith("Sandbox GitHub at "):
             raise StepTimedOut(f"the sandbox did not start; see {self.root / 'sandbox.log'}")
+        # The rest of its stdout (uvicorn's access log) goes on to the log: a pipe nobody reads
+        # fills after 64 KB, and the sandbox then blocks for ever on its next log line.
+        threading.Thread(target=_copy_lines, args=(sandbox.stdout, log), daemon=True).start()
         self.sandbox_url = first_line.split()[3].rstrip(":")
         self.human = HumanClient(self.sandbox_url)
         return self.human
@@ -258,6 +263,12 @@ class Stack:
         if not matches:
             raise StepTimedOut(f"no git repository for {full_name} under {self.root / 'sandbox'}")
         return matches[0]
+
+
+def _copy_lines(source: IO[bytes], target: IO[bytes]) -> None:
+    for line in source:
+        target.write(line)
+        target.flush()
 
 
 def free_port() -> int:

@@ -75,6 +75,20 @@ class Settings:
     jail_read_only: tuple[Path, ...] = ()
     # PRIVATE_KEY_PATH, when set: the jail hides that file.
     private_key_path: Path | None = None
+    # Owners whose repositories a `.github/lanebot.yml` may `_extends` beside its own owner
+    # (LANEBOT_ALLOW_EXTENDS_OWNERS, comma-separated; `*`: any owner). A file it loads decides what runs.
+    allow_extends_owners: tuple[str, ...] = ()
+    # The longest a GitHub call waits out rate limits, in all, before it fails (LANEBOT_MAX_RATE_LIMIT_WAIT).
+    max_rate_limit_wait: float = 300.0
+    # How many deliveries (of different installations) the dispatcher handles at once (LANEBOT_DISPATCH_WORKERS).
+    dispatch_workers: int = 8
+    # Webhook bodies read at once before their signature is checked, and their bytes in all (the intake's caps).
+    intake_max_bodies: int = 16
+    intake_max_buffered_bytes: int = 64 * 1024 * 1024
+    # How long the intake waits for the database to store a delivery before answering 503 (under GitHub's 10 s).
+    intake_store_timeout: float = 8.0
+    # A body stored within this many seconds is not stored again under a new delivery id (0: off).
+    replay_window: float = 86400.0
 
     @classmethod
     def load(
@@ -105,6 +119,13 @@ class Settings:
             unjailed=reader.boolean("LANEBOT_UNJAILED", False),
             jail_read_only=reader.absolute_paths("LANEBOT_JAIL_READ_ONLY"),
             private_key_path=reader.private_key_path(cwd),
+            allow_extends_owners=_extends_owners(reader),
+            max_rate_limit_wait=reader.seconds("LANEBOT_MAX_RATE_LIMIT_WAIT", 300.0),
+            dispatch_workers=reader.integer("LANEBOT_DISPATCH_WORKERS", 8, low=1),
+            intake_max_bodies=reader.integer("LANEBOT_INTAKE_MAX_BODIES", 16, low=1),
+            intake_max_buffered_bytes=reader.integer("LANEBOT_INTAKE_MAX_BUFFERED_MB", 64, low=1) * 1024 * 1024,
+            intake_store_timeout=reader.seconds("LANEBOT_INTAKE_STORE_TIMEOUT", 8.0, high=9.5),
+            replay_window=reader.seconds("LANEBOT_REPLAY_WINDOW", 86400.0, zero=True),
         )
         if problems:
             raise SettingsError(problems)
@@ -279,6 +300,20 @@ class _Reader:
             return default
         return value
 
+    def seconds(self, name: str, default: float, *, high: float | None = None, zero: bool = False) -> float:
+        raw = self.get(name, str(default))
+        try:
+            value = float(raw)
+        except ValueError:
+            value = None
+        low_ok = value is not None and (value >= 0 if zero else value > 0)
+        if value is None or not low_ok or (high is not None and value > high):
+            low = "0 or more" if zero else "above 0"
+            bounds = f"{low} and at most {high:g}" if high is not None else low
+            self.problem(name, f"{name} must be a number of seconds {bounds}, not {raw!r}")
+            return default
+        return value
+
     def boolean(self, name: str, default: bool) -> bool:
         raw = self.get(name, "1" if default else "0").lower()
         if raw not in _TRUE | _FALSE:
@@ -316,3 +351,17 @@ class _Reader:
             # The value is not echoed: a database URL may carry a password.
             self.problem(name, f"{name} must be {what}")
         return value
+
+
+_OWNER = re.compile(r"^(?:\*|[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))$")
+
+
+def _extends_owners(reader: _Reader) -> tuple[str, ...]:
+    """LANEBOT_ALLOW_EXTENDS_OWNERS: GitHub owner names (or `*`), separated by commas."""
+    name = "LANEBOT_ALLOW_EXTENDS_OWNERS"
+    owners = tuple(part.strip() for part in reader.get(name, "").split(",") if part.strip())
+    malformed = [owner for owner in owners if not _OWNER.match(owner)]
+    if malformed:
+        reader.problem(name, f"{name} must list GitHub owners (or *) separated by commas, not {malformed[0]!r}")
+        return ()
+    return owners

@@ -9,7 +9,17 @@ from datetime import datetime
 from bot.core.commands import COMMANDS
 from bot.core.graph import Problem
 from bot.core.lifecycle import RunState, available_actions, describe_state
-from bot.core.text import COMMENT_LIMIT, Escaped, code_block, code_span, markdown_text, plural, shorten, shorten_tail
+from bot.core.text import (
+    COMMENT_LIMIT,
+    Escaped,
+    code_block,
+    code_span,
+    defuse,
+    markdown_text,
+    plural,
+    shorten,
+    shorten_tail,
+)
 from bot.render.progress import LaneView, lane_checklist
 
 _COMMAND_QUOTED = 200
@@ -104,7 +114,7 @@ def render_status(
         facts.append(f"pull request #{pr_number}")
     lines = [head + " · ".join(facts) + "."]
     if error:
-        lines += ["", code_block(shorten_tail(error, 2_000))]
+        lines += ["", defuse(code_block(shorten_tail(error, 2_000)))]
     tail = f"\nValid now: {_valid_now(state)}.\n"
     budget = COMMENT_LIMIT - sum(len(line) + 1 for line in lines) - len(tail) - 2
     if lanes:

@@ -1,7 +1,8 @@
 """What a check run says when it ends: a lane attempt's report, verify's, and a re-run's note. Pure text.
 
 The summaries (files changed, the tail of the check's output, where the transcript is) are cut to
-GitHub's 65,535 characters (bot.core.checks). A lane's last failed attempt (the one that blocks the
+GitHub's 65,535 characters (bot.core.checks). What the agent, the check or verify printed, and a
+failure's reason, are untrusted: escaped and defused (bot.core.text.defuse). A lane's last failed attempt (the one that blocks the
 run) offers a `Retry lane` button, and the last failed verify a `Re-run verify` button. GitHub never
 lets a completed check run go back to in progress, so a retry reports on a new check run and
 `rerun_note` is what the old one is edited to say.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.core.checks import RERUN_VERIFY, RETRY_LANE, TITLE_LIMIT, CheckReport, fit_summary
-from bot.core.text import code_block, code_span, markdown_text, shorten
+from bot.core.text import code_block, code_span, defuse, markdown_text, shorten
 
 _PATHS_SHOWN = 200
 _TAIL_CHARS = 20_000
@@ -35,7 +36,7 @@ def lane_report(
     if passed:
         conclusion, title = "success", f"lane {unit_id} passed its check (attempt {attempt})"
     else:
-        conclusion, title = "failure", f"attempt {attempt} failed: {reason or 'see the summary'}"
+        conclusion, title = "failure", f"attempt {attempt} failed: {_plain(reason)}"
     parts = [f"**Attempt {attempt}** of lane {code_span(unit_id)}."]
     if reason and not passed:
         parts.append(f"**Why it failed:** {markdown_text(shorten(reason, 2_000))}")
@@ -43,7 +44,7 @@ def lane_report(
         parts.append("**Changed outside the unit's `files`:**\n" + _path_list(offending_paths))
     parts.append(f"**Files changed ({len(changed_paths)}):**\n" + (_path_list(changed_paths) or "none"))
     if check_output is not None:
-        parts.append("**The end of the check's output:**\n\n" + code_block(_tail(check_output)))
+        parts.append("**The end of the check's output:**\n\n" + defuse(code_block(_tail(check_output))))
     parts.append(f"**Transcript:** {code_span(transcript)} on the runner host.")
     actions = (RETRY_LANE,) if offer_retry and not passed else ()
     if actions:
@@ -65,10 +66,12 @@ def verify_report(
 ) -> CheckReport:
     """The summary of one run of the repository's verify command. Pure. A failure after which no
     repair is left (`offer_rerun`) offers the `Re-run verify` button."""
-    title = "verify passed" if passed else f"verify failed: {reason or 'see the summary'}"
+    title = "verify passed" if passed else f"verify failed: {_plain(reason)}"
     parts = [f"**Command:** {code_span(command)}"]
     parts.append(
-        "**The end of its output:**\n\n" + code_block(_tail(output)) if output.strip() else "It printed nothing."
+        "**The end of its output:**\n\n" + defuse(code_block(_tail(output)))
+        if output.strip()
+        else "It printed nothing."
     )
     if transcript:
         parts.append(f"**Last session's transcript:** {code_span(transcript)} on the runner host.")
@@ -97,6 +100,11 @@ def _path_list(paths: Sequence[str]) -> str:
     if len(paths) > _PATHS_SHOWN:
         shown.append(f"- … and {len(paths) - _PATHS_SHOWN} more")
     return "\n".join(shown)
+
+
+def _plain(reason: str | None) -> str:
+    """A failure's reason (it may quote the agent or the check) for a check run's title, defused."""
+    return defuse(shorten(reason, TITLE_LIMIT), context="plain") if reason else "see the summary"
 
 
 def _tail(text: str) -> str:

@@ -7,9 +7,17 @@ with a hidden marker (`<!-- lanebot:gate run=12 rev=2 -->`) so lanebot finds it 
 of posting a duplicate after a lost response. Untrusted text reaches it only through
 bot.core.text's escapers, which the templates enforce (bot.render.templates).
 
+Everything that will run is shown whole: each unit's check, files and brief, and the repository's
+`integrate.verify`, each in a fenced block nothing inside can close (folded in `<details>` when
+long), with whatever would hide text from the reader written visibly (bot.core.hiding: the plan
+validation refuses such a check or `files`; a brief or verify shows `⟨U+202E⟩`, `⟨400 spaces⟩`).
+
 GitHub refuses a comment over 65,536 characters, and Mermaid (as GitHub runs it) refuses a
 diagram over 50,000 characters or 500 edges, so `render_gate` drops what matters least first:
-briefs, then table rows (each cut is stated in the comment), then detail in the diagram.
+table rows (each cut is stated in the comment), then detail in the diagram; never any of the
+text that runs. A plan whose text does not fit even then raises `GateTooLarge`, and
+`gate_size_problems` turns that into the validation problem the planner (or the plan's author)
+is shown, before any gate is posted.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from typing import Any, Literal, TypedDict
 
 from bot.core.commands import COMMANDS
 from bot.core.graph import Graph, SessionBudget, Unit
+from bot.core.hiding import made_visible
 from bot.core.lifecycle import RunState, available_actions
 from bot.core.scheduler import Schedule, simulate
 from bot.core.text import (
@@ -44,16 +53,25 @@ from bot.core.text import (
 )
 from bot.render.templates import render_template
 
-__all__ = ["MERMAID_MAX_EDGES", "MERMAID_MAX_TEXT", "mermaid_flowchart", "render_gate", "render_superseded"]
+__all__ = [
+    "MERMAID_MAX_EDGES",
+    "MERMAID_MAX_TEXT",
+    "GateTooLarge",
+    "gate_size_problems",
+    "mermaid_flowchart",
+    "render_gate",
+    "render_superseded",
+]
 
 MERMAID_MAX_TEXT = 50_000  # Mermaid's default maxTextSize; GitHub shows an error above it
 MERMAID_MAX_EDGES = 500  # Mermaid's default maxEdges
 
 _TITLE_IN_DIAGRAM = 80  # characters of a title shown in its node
-_TITLE_IN_TABLE = 300
-_FILES_IN_TABLE = 300
-_CHECK_IN_TABLE = 500
-_BRIEF_CHARS = 8_000
+_TITLE_IN_TABLE = 120  # the table is an overview; every unit's whole text follows it
+_FILES_IN_TABLE = 120
+_CHECK_IN_TABLE = 120
+_INLINE_CHARS = 300  # a text longer than this, or of more lines, is folded in <details>
+_INLINE_LINES = 5
 
 
 # --------------------------------------------------------------------------- escaping
@@ -161,6 +179,8 @@ class _GateFacts(TypedDict):
     questions: list[tuple[Escaped, Escaped]]
     commands: Sequence[tuple[Escaped, Escaped]]  # usage and description
     unjailed: Escaped | None  # the warning that lanes will run without a jail
+    units: list[dict[str, Escaped]]  # each unit's whole text: what its lane runs and is told
+    verify: Escaped  # the repository's verify, whole
 
 
 UNJAILED_WARNING = Escaped(
@@ -172,9 +192,24 @@ UNJAILED_WARNING = Escaped(
 
 @dataclass(frozen=True)
 class _Layout:
-    briefs: int  # how many units' briefs are shown, from the first
     rows: int  # how many table rows are shown, from the first
     detail: _Detail
+
+
+class GateTooLarge(ValueError):
+    """The plan's whole text does not fit in one comment, even without the diagram and the table."""
+
+    def __init__(self, *, length: int, units: int, longest: Unit, longest_chars: int, verify_chars: int) -> None:
+        self.over = length - COMMENT_LIMIT
+        self.longest = longest.id
+        super().__init__(
+            f"the gate comment cannot show this plan whole: it would be {length:,} characters,"
+            f" {self.over:,} over GitHub's {COMMENT_LIMIT:,}-character limit for a comment, even without"
+            f" the diagram and the table. Of its {plural(units, 'unit')} the longest is '{longest.id}'"
+            f" ({longest_chars:,} characters as shown: title, check, files and brief); the repository's"
+            f" verify takes {verify_chars:,}."
+            " Write fewer or shorter units: shorter briefs, checks and files"
+        )
 
 
 def render_gate(
@@ -189,10 +224,12 @@ def render_gate(
     plan_source: PlanSource,
     schedule: Schedule | str,
     max_lanes: int,
+    verify: str,
     superseded_by: int | None = None,
     unjailed: bool = False,
 ) -> str:
-    """The gate comment for one plan revision, under GitHub's 65,536-character limit.
+    """The gate comment for one plan revision, under GitHub's 65,536-character limit; raises
+    GateTooLarge when the plan's whole text (and `verify`, the repository's) cannot fit.
 
     `unjailed` (the operator set LANEBOT_UNJAILED=1) adds a one-line warning that the lanes will
     run without a jail.
@@ -221,10 +258,10 @@ def render_gate(
         max_lanes=max_lanes,
         superseded_by=superseded_by,
         unjailed=unjailed,
+        verify=verify,
     )
 
     rows = [_row(unit) for unit in graph.units]
-    briefs = [_brief(unit, issue_number) for unit in graph.units]
     diagrams = {detail: _diagram(graph, detail) for detail in ("titles", "ids", "none")}
 
     def render(layout: _Layout) -> str:
@@ -236,33 +273,57 @@ def render_gate(
             diagram_note=diagram.note,
             rows=rows[: layout.rows],
             hidden_rows=len(rows) - layout.rows,
-            briefs=briefs[: layout.briefs],
-            hidden_briefs=len(briefs) - layout.briefs,
         )
 
-    return _fit(render, len(graph)) or _minimal_gate(facts, len(graph))
+    fitted = _fit(render, len(graph))
+    if fitted is None:
+        raise _too_large(render, graph, facts)
+    return fitted
+
+
+def gate_size_problems(**gate: Any) -> tuple[str, ...]:
+    """The reason the gate cannot show the plan whole (render_gate's arguments), or none.
+
+    The plan validation asks this of every valid plan (bot.core.plans.validate_plan_text's
+    `gate_problems`), so a plan too large to show is refused before any gate is posted.
+    """
+    try:
+        render_gate(**gate)
+    except GateTooLarge as too_large:
+        return (str(too_large),)
+    return ()
+
+
+def _too_large(render: Callable[[_Layout], str], graph: Graph, facts: _GateFacts) -> GateTooLarge:
+    sizes = [sum(map(len, section.values())) for section in facts["units"]]
+    longest = max(range(len(sizes)), key=lambda index: sizes[index])
+    return GateTooLarge(
+        length=len(render(_Layout(0, "none"))),
+        units=len(graph),
+        longest=graph.units[longest],
+        longest_chars=sizes[longest],
+        verify_chars=len(facts["verify"]),
+    )
 
 
 def _fit(render: Callable[[_Layout], str], count: int) -> str | None:
-    """The most detailed rendering under the limit: all briefs, then fewer briefs, then fewer
-    rows, then less diagram. None when even the barest layout does not fit."""
-    for detail in ("titles", "ids", "none"):
-        fitted = _fit_detail(render, count, detail)
+    """The most detailed rendering under the limit: all rows, then fewer rows, then less
+    diagram. None when even the barest layout does not fit."""
+    details: tuple[_Detail, ...] = ("titles", "ids", "none")
+    for detail in details:
+        fitted = _fit_rows(render, count, detail)
         if fitted is not None:
             return fitted
     return None
 
 
-def _fit_detail(render: Callable[[_Layout], str], count: int, detail: _Detail) -> str | None:
-    full = render(_Layout(count, count, detail))
+def _fit_rows(render: Callable[[_Layout], str], count: int, detail: _Detail) -> str | None:
+    full = render(_Layout(count, detail))
     if len(full) <= COMMENT_LIMIT:
         return full
-    no_briefs = render(_Layout(0, count, detail))
-    if len(no_briefs) <= COMMENT_LIMIT:
-        return largest_fitting_render(lambda briefs: render(_Layout(briefs, count, detail)), 0, count - 1, no_briefs)
-    no_rows = render(_Layout(0, 0, detail))
+    no_rows = render(_Layout(0, detail))
     if len(no_rows) <= COMMENT_LIMIT:
-        return largest_fitting_render(lambda rows: render(_Layout(0, rows, detail)), 0, count - 1, no_rows)
+        return largest_fitting_render(lambda rows: render(_Layout(rows, detail)), 0, count - 1, no_rows)
     return None
 
 
@@ -280,6 +341,7 @@ def _gate_facts(
     max_lanes: int,
     superseded_by: int | None,
     unjailed: bool,
+    verify: str,
 ) -> _GateFacts:
     critical = graph.critical_path()
     return {
@@ -306,6 +368,8 @@ def _gate_facts(
         "questions": [(Escaped(q), Escaped(why)) for q, why in _QUESTIONS],
         "commands": () if superseded_by else _command_lines(state),
         "unjailed": UNJAILED_WARNING if unjailed else None,
+        "units": [_whole_unit(unit, issue_number) for unit in graph.units],
+        "verify": shown_whole("The repository's verify, run with `sh` after every lane merged", verify, "sh"),
     }
 
 
@@ -345,34 +409,27 @@ def _row(unit: Unit) -> dict[str, Escaped]:
     }
 
 
-def _brief(unit: Unit, issue_number: int) -> dict[str, Escaped]:
-    text = unit.brief
-    if len(text) > _BRIEF_CHARS:
-        text = text[:_BRIEF_CHARS] + f"\n… ({len(unit.brief) - _BRIEF_CHARS} more characters not shown)"
+def _whole_unit(unit: Unit, issue_number: int) -> dict[str, Escaped]:
+    """A unit's whole text as the gate shows it: nothing cut, nothing hidden."""
     return {
         "id": code_span(unit.id),
-        "title": markdown_text(shorten(unit.title, _TITLE_IN_TABLE)),
+        "title": markdown_text(unit.title),
         "branch": code_span(f"lanebot-lanes/{issue_number}/{unit.id}"),
-        "text": code_block(text),
+        "check": shown_whole("Check, run with `sh` in the lane's worktree", unit.check, "sh"),
+        "files": shown_whole("Files it may change (an extended regular expression)", unit.files, "text"),
+        "brief": shown_whole("Brief, what the lane's agent is told", unit.brief, "text", fold=True),
     }
 
 
-def _minimal_gate(facts: _GateFacts, count: int) -> str:
-    """The bare gate comment, for a plan too large to show in any other way."""
-    lines = [
-        facts["marker"],
-        f"### lanebot plan · revision {facts['revision']}",
-        "",
-        f"This plan has {count} units: too many to show within GitHub's 65,536-character limit."
-        " Ask for a smaller plan with `/replan <feedback>`.",
-        "",
-        f"Up to {facts['session_bound']} agent sessions.",
-    ]
-    if facts["unjailed"]:
-        lines += ["", facts["unjailed"]]
-    if facts["commands"]:
-        lines += ["", "Commands valid now: " + ", ".join(usage for usage, _ in facts["commands"])]
-    return shorten("\n".join(lines) + "\n", COMMENT_LIMIT)
+def shown_whole(label: str, text: str, info: str, *, fold: bool = False) -> Escaped:
+    """`text` whole in a fenced block under `label` (lanebot's words), folded in `<details>` when
+    long (or always, with `fold`). What would hide text is written visibly (bot.core.hiding)."""
+    block = code_block(made_visible(text), info)
+    lines = text.count("\n") + 1
+    if not fold and len(text) <= _INLINE_CHARS and lines <= _INLINE_LINES:
+        return Escaped(f"{label}:\n\n{block}")
+    size = f"{plural(len(text), 'character')}, {plural(lines, 'line')}"
+    return Escaped(f"<details>\n<summary>{label} ({size})</summary>\n\n{block}\n\n</details>")
 
 
 # --------------------------------------------------------------------------- superseded

@@ -4,6 +4,8 @@
 lanes ticked when merged, the run's wall-clock against the sum of its lanes, and, when the run
 is blocked, which lane failed and the tail of why). `Throttle` decides when the comment may be
 edited, so a burst of lane changes costs one edit, not one per change; the caller owns the clock.
+Unit titles and failures are untrusted: escaped and defused (bot.core.text), so a line mentions no
+one and references no issue.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from bot.core.text import (
     Escaped,
     code_block,
     code_span,
+    defuse,
     format_duration,
     markdown_text,
     marker,
@@ -174,7 +177,7 @@ def _failure(lane: LaneView, tail_chars: int) -> dict[str, object]:
     return {
         "id": code_span(lane.unit_id),
         "attempts": lane.attempts,
-        "tail": code_block(tail) if tail else None,
+        "tail": defuse(code_block(tail)) if tail else None,
         "retry": code_span(f"/retry {lane.unit_id}"),
     }
 
@@ -184,7 +187,7 @@ def _reason(blocked_reason: str | None, tail_chars: int) -> Escaped | None:
         return None
     if "\n" not in blocked_reason.strip() and len(blocked_reason) <= 300:
         return markdown_text(blocked_reason)
-    return code_block(failure_tail(blocked_reason, chars=max(tail_chars, 300)))
+    return defuse(code_block(failure_tail(blocked_reason, chars=max(tail_chars, 300))))
 
 
 class Throttle:

@@ -1,8 +1,11 @@
 """The pull request's text: the title and body the integrator wrote, and lanebot's section below it. Pure.
 
-The body is the integrator's text (from `.lanebot/pr.md`, cut to fit), then how lanebot built the
-change: the lanes in a table, the unit graph as Mermaid, the wall-clock against the lanes one after
-the other, the sessions it took, and `Closes #<issue>`, all under GitHub's 65,536-character cap.
+The body is the integrator's text (from `.lanebot/pr.md`, defused and cut to fit), then how lanebot
+built the change: the lanes in a table, the unit graph as Mermaid, the wall-clock against the lanes
+one after the other, the sessions it took, and `Closes #<issue>`, all under GitHub's 65,536-character
+cap. The integrator's text and title and the plan's unit titles are untrusted (bot.core.text.defuse):
+they mention no one, close and reference no issue, and cannot reach lanebot's section; the one
+closing keyword that works is lanebot's own `Closes #<issue>`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.core.graph import Graph
-from bot.core.text import COMMENT_LIMIT, cell_code, code_block, format_duration, markdown_cell
+from bot.core.text import COMMENT_LIMIT, cell_code, code_block, defuse, format_duration, markdown_cell, one_line
 from bot.render.gate import mermaid_flowchart
 
 PR_BODY_LIMIT = COMMENT_LIMIT
@@ -37,6 +40,11 @@ def split_pr_text(text: str) -> tuple[str, str]:
         return "", ""
     title = lines[0].strip().lstrip("#").strip()
     return title, "\n".join(lines[1:]).strip("\n")
+
+
+def pr_title(text: str) -> str:
+    """A pull request title made from untrusted text (the issue's, the integrator's): one line, defused."""
+    return defuse(one_line(text), context="plain")
 
 
 @dataclass(frozen=True)
@@ -66,12 +74,22 @@ def pr_body(
 ) -> str:
     """The pull request's body: the integrator's text, then lanebot's section, under GitHub's cap."""
     section = _generated_section(notes, issue_number, graph, lanes, schedule, wall_clock_s, sum_of_lanes_s, sessions)
-    room = PR_BODY_LIMIT - len(section) - 2
-    text = integrator_body.strip()
-    if len(text) > room:
-        note = "\n\n… (cut to fit GitHub's limit)"
-        text = text[: max(0, room - len(note))] + note
+    text = _fitted(defuse(integrator_body.strip(), context="markdown"), PR_BODY_LIMIT - len(section) - 2)
     return f"{text}\n\n{section}" if text else section
+
+
+_CUT_NOTE = "\n\n… (cut to fit GitHub's limit)"
+
+
+def _fitted(text: str, room: int) -> str:
+    """Defused `text` within `room` characters: cut, defused again (a fence the cut opened is closed)."""
+    cut = room - len(_CUT_NOTE)
+    while len(text) > room and cut > 0:
+        fitted = defuse(text[:cut], context="markdown") + _CUT_NOTE
+        if len(fitted) <= room:
+            return fitted
+        cut -= len(fitted) - room
+    return text if len(text) <= room else ""
 
 
 def _generated_section(

@@ -48,7 +48,7 @@ from bot.edges.store import runs as store
 from bot.edges.store.models import AgentSession, Lane, utc_now
 from bot.render.checks import verify_report
 from bot.render.prompts import render_prompt
-from bot.render.pull_request import PR_BODY_LIMIT, LaneSummary, pr_body, split_pr_text
+from bot.render.pull_request import PR_BODY_LIMIT, LaneSummary, pr_body, pr_title, split_pr_text
 from bot.runner.context import JobsContext, RunnerContext, RuntimeContext
 from bot.runner.jailing import JailRefused, agent_jail, command_jail, jail_problem
 from bot.runner.lanes import FailureKind, LaneFailure, ScriptResult, is_ancestor, remote_sha, run_script
@@ -482,8 +482,8 @@ class _Integration:
 
     async def _open_pull_request(self) -> None:
         body = await self._pr_body()
-        title = self.rt.workflow.render_pr_title(
-            {"number": self.rt.issue_number, "title": self.rt.issue.title}, proposed=self.title
+        title = self.rt.workflow.render_pr_title(  # the issue's title and the integrator's are untrusted
+            {"number": self.rt.issue_number, "title": pr_title(self.rt.issue.title)}, proposed=pr_title(self.title)
         )
         await db(store.append_event, self.rt.engine, self.rt.run.id, "opening_pr", {"head": self.branch})
         pull = await open_pull_request(self.rt, title=title, body=body)

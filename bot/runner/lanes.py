@@ -44,7 +44,7 @@ from typing import Any
 from bot.core.checks import RETRY_LANE, CheckReport, external_id, lane_check_name
 from bot.core.ere import match_paths
 from bot.core.graph import Unit
-from bot.core.names import lane_branch
+from bot.core.names import lane_branch, lane_commit_message
 from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.edges.agents.process import child_environment, stop_process_group
 from bot.edges.executor import Job
@@ -422,10 +422,7 @@ class _Attempt:
         return outcome
 
     def _commit_message(self) -> str:
-        return (
-            f"{self.unit.id}: {self.unit.title}\n\n"
-            f"Lane '{self.unit.id}' of #{self.rt.issue_number}, attempt {self.attempt}, by lanebot.\n"
-        )
+        return lane_commit_message(self.unit.id, self.unit.title, self.rt.issue_number, self.attempt)
 
     def _env(self) -> dict[str, str]:
         return {

@@ -59,11 +59,11 @@ from bot.edges.store import runs
 from bot.edges.store.db import session
 from bot.edges.store.models import Run
 from bot.render.answers import render_plan_failed
-from bot.render.gate import PlanSource, render_gate, render_superseded
+from bot.render.gate import GateTooLarge, PlanSource, gate_size_problems, render_gate, render_superseded
 from bot.runner.context import EngineContext, GitHubContext, IssueContext, RunnerContext, RuntimeContext
 from bot.runner.jailing import agent_jail, unjailed
 from bot.runner.plan_session import plan_issue
-from bot.runner.repository_workflow import load_repository_workflow
+from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
 from bot.runner.sessions import RecordedAgent, abandon_running, host_name
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,10 @@ async def _plan(context: RunnerContext, run: Run) -> None:
     assert run.id is not None
     owner, name = split_repository(run.repository)
     workflow = await load_repository_workflow(
-        context.github.installation_client(run.installation_id, None), owner, name
+        context.github.installation_client(run.installation_id, None),
+        owner,
+        name,
+        extends_owners=allowed_extends_owners(context.github),
     )
     client = _client(context, run)
     await ensure_labels(client, run.repository, workflow.trigger.label)
@@ -167,7 +170,10 @@ async def _plan(context: RunnerContext, run: Run) -> None:
     mirror, base_sha, tracked = await _default_branch(context, run, client)
     hand_plan = _hand_plan(request, issue)
     if hand_plan is not None:
-        outcome = await to_thread.run_sync(lambda: plan_from_hand(hand_plan, workflow=workflow, tracked_paths=tracked))
+        shows = _gate_check(context, run, workflow, "hand")
+        outcome = await to_thread.run_sync(
+            lambda: plan_from_hand(hand_plan, workflow=workflow, tracked_paths=tracked, gate_problems=shows)
+        )
     else:
         previous = (
             await to_thread.run_sync(runs.latest_plan, context.engine, run.id) if request.kind == "replan" else None
@@ -239,6 +245,7 @@ async def _run_planner(
             feedback=request.notes,
             previous_plan=previous_plan,
             agent=_recorded_planner(context, run, workflow),
+            gate_problems=_gate_check(context, run, workflow, "agent"),
             jail=lambda attempt: agent_jail(
                 context.settings,
                 agent=workflow.plan.agent,
@@ -304,22 +311,20 @@ async def publish_gate(context: GitHubContext, run_id: int, *, workflow: Workflo
     if workflow is None:
         owner, name = split_repository(run.repository)
         workflow = await load_repository_workflow(
-            context.github.installation_client(run.installation_id, None), owner, name
+            context.github.installation_client(run.installation_id, None),
+            owner,
+            name,
+            extends_owners=allowed_extends_owners(context.github),
         )
-    body = render_gate(
-        run_id=run_id,
-        revision=plan.revision,
-        graph=stored_graph(plan.units_jsonl),
-        budget=workflow.session_budget(),
-        state=RunState.AWAITING_APPROVAL,
-        issue_number=run.issue_number,
-        repository=run.repository,
-        plan_source=cast(PlanSource, plan.source),  # the store writes no other; render_gate checks again
-        schedule=workflow.build.schedule,
-        max_lanes=workflow.build.max_lanes,
-        unjailed=unjailed(getattr(context, "settings", None)),  # a context without settings: jailed
-    )
+    graph = stored_graph(plan.units_jsonl)
+    # The store writes no other source; render_gate checks again.
+    arguments = _gate_arguments(context, run, workflow, plan.revision, cast(PlanSource, plan.source))
     client = _client(context, run)
+    try:
+        body = render_gate(graph=graph, **arguments)
+    except GateTooLarge as too_large:  # the repository's verify grew since the plan was validated
+        await _withdraw_gate(context, run, plan.revision, str(too_large))
+        return
     gate = await post_or_update_marked_comment(
         client, run.repository, run.issue_number, body, marker=marker("gate", run.id, rev=plan.revision)
     )
@@ -328,6 +333,58 @@ async def publish_gate(context: GitHubContext, run_id: int, *, workflow: Workflo
         await _supersede(client, run.repository, previous, plan.revision)
     if previous != gate["id"]:
         await to_thread.run_sync(lambda: runs.update_run(context.engine, run_id, gate_comment_id=gate["id"]))
+
+
+def _gate_arguments(
+    context: GitHubContext, run: Run, workflow: Workflow, revision: int, source: PlanSource
+) -> dict[str, Any]:
+    """What render_gate needs besides the graph, for this run and revision."""
+    assert run.id is not None
+    return {
+        "run_id": run.id,
+        "revision": revision,
+        "budget": workflow.session_budget(),
+        "state": RunState.AWAITING_APPROVAL,
+        "issue_number": run.issue_number,
+        "repository": run.repository,
+        "plan_source": source,
+        "schedule": workflow.build.schedule,
+        "max_lanes": workflow.build.max_lanes,
+        "verify": workflow.integrate.verify,
+        "unjailed": unjailed(getattr(context, "settings", None)),  # a context without settings: jailed
+    }
+
+
+def _gate_check(
+    context: GitHubContext, run: Run, workflow: Workflow, source: PlanSource
+) -> Callable[[Graph], tuple[str, ...]]:
+    """The plan validation's question to the gate: can it show this graph whole?"""
+    arguments = _gate_arguments(context, run, workflow, run.plan_revision + 1, source)
+    return lambda graph: gate_size_problems(graph=graph, **arguments)
+
+
+async def _withdraw_gate(context: GitHubContext, run: Run, revision: int, why: str) -> None:
+    """A stored plan the gate can no longer show whole is not put up for approval: the run is
+    rejected (by lanebot, with the reason), so no `/approve` can approve text nobody saw."""
+    run_id = run.id
+    assert run_id is not None
+    target = transition(RunState.AWAITING_APPROVAL, Event.REJECT)
+    moved = await to_thread.run_sync(
+        lambda: runs.transition(context.engine, run_id, RunState.AWAITING_APPROVAL.value, target.value, error=why)
+    )
+    if not moved:
+        return
+    await to_thread.run_sync(runs.append_event, context.engine, run_id, "rejected", {"by": "lanebot", "why": why})
+    text = (
+        f"{marker('gate-withdrawn', run_id, rev=revision)}\n**lanebot cannot show plan revision {revision} whole**,"
+        f" so it is not put up for approval and the run has ended: {markdown_text(shorten(why, 2_000))}.\n\n"
+        "Start again with `/plan [notes]`.\n"
+    )
+    client = _client(context, run)
+    await post_or_update_marked_comment(
+        client, run.repository, run.issue_number, text, marker=marker("gate-withdrawn", run_id, rev=revision)
+    )
+    await set_state_label(client, run.repository, run.issue_number, target.value)
 
 
 async def _supersede(client: GitHubAPI, repository: str, comment_id: int, revision: int) -> None:

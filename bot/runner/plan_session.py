@@ -85,6 +85,7 @@ async def plan_issue(
     on_session_start: Callable[[int], None] | None = None,
     rules: Sequence[str] = (),
     jail: JailMaker | None = None,
+    gate_problems: Callable[[Graph], Sequence[str]] | None = None,
 ) -> PlanOutcome:
     """Plan `issue` with the plan agent in `checkout`, retrying with every reason until a plan is valid.
 
@@ -92,7 +93,9 @@ async def plan_issue(
     `previous_plan` come from a /replan. `env` is passed to every session; `on_session_start(pid)`
     is called when a session's process starts; `jail(n)` gives attempt n's jail. Transcripts are
     written to `transcripts_dir/plan-attempt-<n>.jsonl`. A missing binary, bad agent settings or a
-    refusing jail end planning at once (another attempt would fail the same way).
+    refusing jail end planning at once (another attempt would fail the same way). `gate_problems(graph)`
+    names why the gate could not show a valid plan whole (bot.render.gate.gate_size_problems): such a
+    plan is refused, and the next attempt is told why, like any other invalid plan.
     """
     if not checkout.is_dir():
         raise NotADirectoryError(f"the planner's checkout {checkout} is not a directory")
@@ -106,6 +109,7 @@ async def plan_issue(
         previous_plan=previous_plan,
     )
     session = _Session(workflow, checkout, tracked, transcripts_dir, dict(env or {}), on_session_start, jail)
+    session.gate_problems = gate_problems
     attempts: list[PlanAttempt] = []
     try:
         agent = agent or make_agent(workflow.plan.agent, getattr(workflow.agents, workflow.plan.agent))
@@ -145,6 +149,7 @@ class _Session:
         self.on_start = on_start
         self.jail = jail
         self.hopeless = False  # set when the agent cannot run at all
+        self.gate_problems: Callable[[Graph], Sequence[str]] | None = None
 
     async def attempt(
         self, number: int, prompt: str, agent: Agent, tree_before: TreeSnapshot
@@ -187,7 +192,12 @@ class _Session:
                 f"no plan: the session wrote no {PLAN_FILE} and its final message holds no JSONL units;"
                 f" write the plan to {PLAN_FILE}, or make the final message the JSONL lines",
             )
-        return validate_plan_text(text, max_units=self.workflow.plan.max_units, tracked_paths=self.tracked_paths)
+        return validate_plan_text(
+            text,
+            max_units=self.workflow.plan.max_units,
+            tracked_paths=self.tracked_paths,
+            gate_problems=self.gate_problems,
+        )
 
 
 # --------------------------------------------------------------------------- the plan file

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from gidgethub.abc import GitHubAPI
 
 from bot.core.workflow import Workflow
 from bot.edges.github.config import load_config_chain
 from bot.edges.workflow_files import load_workflow
 
-__all__ = ["load_repository_workflow"]
+__all__ = ["allowed_extends_owners", "load_repository_workflow"]
 
 
-async def load_repository_workflow(client: GitHubAPI, owner: str, repo: str, ref: str | None = None) -> Workflow:
+async def load_repository_workflow(
+    client: GitHubAPI, owner: str, repo: str, ref: str | None = None, *, extends_owners: Collection[str] = ()
+) -> Workflow:
     """The repository's workflow: its lanebot.yml chain (and what `_extends` pulls in) over the
-    defaults, validated; WorkflowError lists every problem."""
-    return load_workflow(overrides=await load_config_chain(client, owner, repo, ref))
+    defaults, validated; WorkflowError lists every problem. `_extends` may reach another owner's
+    repository only when `extends_owners` (the host's LANEBOT_ALLOW_EXTENDS_OWNERS) names that owner."""
+    chain = await load_config_chain(client, owner, repo, ref, extends_owners=extends_owners)
+    return load_workflow(overrides=chain)
+
+
+def allowed_extends_owners(github: object) -> tuple[str, ...]:
+    """The host's LANEBOT_ALLOW_EXTENDS_OWNERS, from the settings the GitHub App was made with; none
+    when it was made without lanebot's settings (a test's stand-in): other owners are then refused."""
+    owners = getattr(getattr(github, "settings", None), "allow_extends_owners", ())
+    return tuple(owners) if isinstance(owners, (tuple, list)) else ()

@@ -3,8 +3,9 @@
 A job (a lane attempt, a merge round, the integrate step) is identified by ids only, so it loads
 here everything else: the run row, the approved plan's graph, the repository's workflow (its
 `.github/lanebot.yml` chain over the defaults, read at the commit the run started from), the
-repository's clone URL and default branch (`GET /repos/{owner}/{repo}`), the issue's text, the
-mirror cache under `settings.workdir`, and the identity lanebot commits as.
+repository's clone URL and default branch (`GET /repos/{owner}/{repo}`), the issue's text as it was
+approved (stored on the run by `/approve`, so an edit made since reaches no lane, no integrate step
+and no pull request), the mirror cache under `settings.workdir`, and the identity lanebot commits as.
 
 The installation token reaches git only through `Credentials` (the mirror's provider, which puts
 it in git's environment); it is never stored here, logged, or put in a URL.
@@ -42,7 +43,7 @@ from bot.edges.store import runs as store
 from bot.edges.store.models import Run
 from bot.runner.context import EngineContext, GitHubContext, RuntimeContext
 from bot.runner.plan import stored_graph
-from bot.runner.repository_workflow import load_repository_workflow
+from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
 from bot.runner.sessions import host_name
 
 log = logging.getLogger(__name__)
@@ -186,9 +187,11 @@ async def _load(context: RuntimeContext, run: Run) -> Runtime:
     repository = Repository.from_api(await client.getitem("/repos/{owner}/{repo}", {"owner": owner, "repo": name}))
     # A token scoped to one repository cannot read the owner's `.github` repository.
     config_client = context.github.installation_client(run.installation_id, None)
-    workflow = await load_repository_workflow(config_client, owner, name, run.base_sha)
+    workflow = await load_repository_workflow(
+        config_client, owner, name, run.base_sha, extends_owners=allowed_extends_owners(context.github)
+    )
     graph = await _approved_graph(context, run)
-    issue = await _read_issue(client, owner, name, run.issue_number)
+    issue = _approved_issue(run) or await _read_issue(client, owner, name, run.issue_number)
     mirror = Mirror(context.settings.workdir, run.repository, repository.clone_url, _credentials(context, run))
     identity = await commit_identity(context, client)
     return Runtime(
@@ -215,7 +218,16 @@ async def _approved_graph(context: EngineContext, run: Run) -> Graph:
     return stored_graph(plan.units_jsonl)
 
 
+def _approved_issue(run: Run) -> IssueText | None:
+    """The issue as it was approved (stored by `/approve`), so an edit made since reaches no step."""
+    if run.approved_issue_title is None:
+        return None
+    return IssueText(number=run.issue_number, title=run.approved_issue_title, body=run.approved_issue_body or "")
+
+
 async def _read_issue(client: GitHubAPI, owner: str, name: str, number: int) -> IssueText:
+    """The issue as GitHub has it now: only for a run approved before approvals stored the issue."""
+    log.warning("the run of %s/%s#%d has no approved copy of its issue; reading the issue now", owner, name, number)
     issue = await client.getitem(
         "/repos/{owner}/{repo}/issues/{issue_number}", {"owner": owner, "repo": name, "issue_number": number}
     )

@@ -9,6 +9,7 @@ trailing slashes all 404 on GitHub), the faults a test has set (`bot.sandbox.fau
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 from collections.abc import AsyncIterator, Iterable
@@ -141,10 +142,13 @@ class GitHubEdge:
         if needs_body:
             body, receive = await read_body(receive)
         fault = self.sandbox.faults.take(method, path, body)
+        if fault is not None and fault.delay is not None:
+            await asyncio.sleep(fault.delay)
+            fault = None
         if fault is None:
             await self.app(scope, receive, send)
         elif fault.status is not None:
-            await json_response(fault.error_body(), status=fault.status)(scope, receive, send)
+            await json_response(fault.error_body(), status=fault.status, headers=fault.headers())(scope, receive, send)
         else:
             await self.app(scope, receive, _status_line_only(send))
 

@@ -3,7 +3,9 @@ and end-to-end tests) and `serve` (run one in the foreground)."""
 
 from __future__ import annotations
 
+import faulthandler
 import ipaddress
+import signal
 import socket
 import sys
 from dataclasses import replace
@@ -103,6 +105,12 @@ class HumanClient:
     def add_collaborator(self, full_name: str, login: str, role: str) -> dict[str, Any]:
         return self._object("POST", f"/repos/{full_name}/collaborators", {"login": login, "role": role})
 
+    def remove_collaborator(self, full_name: str, login: str) -> dict[str, Any]:
+        return self._object("DELETE", f"/repos/{full_name}/collaborators/{login}")
+
+    def rename_user(self, login: str, new_login: str) -> dict[str, Any]:
+        return self._object("POST", f"/users/{login}/rename", {"login": new_login})
+
     def open_issue(
         self,
         full_name: str,
@@ -138,6 +146,13 @@ class HumanClient:
         return self._object(
             "DELETE", f"/repos/{full_name}/issues/{number}/labels/{quote(name, safe='')}", params={"as": login}
         )
+
+    def edit_issue(
+        self, full_name: str, number: int, *, login: str, title: str | None = None, body: str | None = None
+    ) -> dict[str, Any]:
+        """Edit an issue's title or body, as its author (or someone with triage) does; GitHub sends `issues.edited`."""
+        fields = {key: value for key, value in (("title", title), ("body", body)) if value is not None}
+        return self._object("PATCH", f"/repos/{full_name}/issues/{number}", {"as": login, **fields})
 
     def close_issue(self, full_name: str, number: int, *, login: str, role: str | None = None) -> dict[str, Any]:
         """Close an issue or pull request (without merging)."""
@@ -205,11 +220,26 @@ class HumanClient:
     def deliveries(self) -> list[dict[str, Any]]:
         return self._objects("GET", "/deliveries")
 
+    def delivery(self, delivery_id: int) -> dict[str, Any]:
+        """One delivery's detail, with `raw_body`: the exact bytes sent (as text)."""
+        return self._object("GET", f"/deliveries/{delivery_id}")
+
     def redeliver(self, delivery_id: int) -> dict[str, Any]:
         return self._object("POST", f"/deliveries/{delivery_id}/redeliver")
 
     def drain(self) -> dict[str, Any]:
         return self._object("POST", "/drain")
+
+    def add_fault(self, **fault: Any) -> dict[str, Any]:
+        """Make requests fail (bot.sandbox.faults): method, path, status or drop_answer, and the rest."""
+        return self._object("POST", "/faults", fault)
+
+    def faults(self) -> dict[str, Any]:
+        """The faults pending and the ones that acted: {"pending": [...], "fired": [...]}."""
+        return self._object("GET", "/faults")
+
+    def clear_faults(self) -> dict[str, Any]:
+        return self._object("DELETE", "/faults")
 
     def requests(self) -> list[dict[str, Any]]:
         return self._objects("GET", "/requests")
@@ -219,7 +249,9 @@ class HumanClient:
 
 
 def serve(config: SandboxConfig, *, host: str, port: int, log_level: str = "info") -> None:
-    """Serve a sandbox in the foreground until interrupted; prints where it is."""
+    """Serve a sandbox in the foreground until interrupted; prints where it is. SIGUSR1 writes every
+    thread's stack to stderr (a test that finds the sandbox stuck can ask where)."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # else no TCP_NODELAY
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))

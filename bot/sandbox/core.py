@@ -45,6 +45,7 @@ from bot.sandbox.state import (
     ReviewComment,
     ReviewPlace,
     ReviewThread,
+    Role,
     SandboxState,
     node_id,
     utc_now,
@@ -59,11 +60,16 @@ DEFAULT_EVENTS = (
     "pull_request_review",
     "pull_request_review_comment",
     "check_run",
+    "member",
+    "membership",
+    "organization",
+    "team",
 )
 DEFAULT_PERMISSIONS = {
     "checks": "write",
     "contents": "write",
     "issues": "write",
+    "members": "read",
     "metadata": "read",
     "pull_requests": "write",
 }
@@ -243,6 +249,35 @@ class Sandbox:
 
     def emit(self, event: events.Event) -> None:
         self.webhooks.publish(event)
+
+    # collaborators: an admin gives, changes or takes away a person's role, and GitHub says so
+
+    def set_collaborator(self, repository: Repository, login: str, role: Role, by: Account | None = None) -> Account:
+        """Give `login` `role` on the repository; `member` added or edited when that changed anything."""
+        before = self.state.collaborator_role(repository, login)
+        account = self.state.set_collaborator(repository, login, role)
+        if before != role:
+            action = "added" if before is None else "edited"
+            sender = by or self.repository_admin(repository)
+            self.emit(events.member_event(self.renderer, action, repository, account, sender, old_role=before))
+        return account
+
+    def remove_collaborator(self, repository: Repository, login: str, by: Account | None = None) -> Account | None:
+        """Take `login`'s role away (`member` removed); None when they were no collaborator."""
+        removed = self.state.remove_collaborator(repository, login)
+        if removed is None:
+            return None
+        sender = by or self.repository_admin(repository)
+        self.emit(events.member_event(self.renderer, "removed", repository, removed[0], sender))
+        return removed[0]
+
+    def repository_admin(self, repository: Repository) -> Account:
+        """Who changes collaborators when no one is named: the owning user, or for an organisation
+        its first admin collaborator, else a person `<org>-admin` (the sandbox has no org members)."""
+        if repository.owner.type == "User":
+            return repository.owner
+        admins = [account for account, role in repository.collaborators.values() if role == "admin"]
+        return admins[0] if admins else self.state.account(f"{repository.owner.login}-admin")
 
     # repositories
 

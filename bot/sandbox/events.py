@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.sandbox.shapes import Json, Renderer
 from bot.sandbox.state import (
+    FOLDED_PERMISSION,
     Account,
     CheckRun,
     Comment,
@@ -49,6 +50,9 @@ EMITTED: tuple[tuple[str, str], ...] = (
     ("check_run", "completed"),
     ("check_run", "rerequested"),
     ("check_run", "requested_action"),
+    ("member", "added"),
+    ("member", "edited"),
+    ("member", "removed"),
 )
 
 
@@ -106,6 +110,23 @@ def installation_event(
         "sender": renderer.user(sender),
     }
     return Event("installation_repositories", "added", payload, installation.id, repository.id)
+
+
+def member_event(
+    renderer: Renderer,
+    action: str,
+    repository: Repository,
+    member: Account,
+    sender: Account,
+    *,
+    old_role: str | None = None,
+) -> Event:
+    """member.added, .edited (`changes.old_permission.from`: the folded permission held before) or
+    .removed: a collaborator given a role, their role changed, or their access taken away."""
+    body: Json = {"member": renderer.user(member)}
+    if action == "edited":
+        body["changes"] = {"old_permission": {"from": FOLDED_PERMISSION.get(old_role or "", "none")}}
+    return _envelope(renderer, "member", action, body, repository, sender)
 
 
 def issues_event(

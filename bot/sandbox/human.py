@@ -2,17 +2,22 @@
 for doing what people do on github.com, and read-outs of what GitHub would show.
 
 Every action names who does it (`as`) and may give them a role first (`role`: the collaborator
-is created or changed, as an admin would). A person may only do what their role lets them on
+is created or changed, as a fact of the set-up that sends no event; to change a role as an admin
+does, with GitHub's `member` event, use the collaborators routes). A person may only do what their role lets them on
 GitHub: see a private repository (any role), label (triage and up), re-run checks, merge pull
 requests and resolve review threads (write and up, or the pull request's author). Reviews and
 their inline comments are checked as GitHub checks them (a comment on a line the diff does not
-show is refused). For tests, `/_sandbox/faults` sets faults: requests made to fail on purpose
+show is refused). Giving, changing or taking away a collaborator's role (`POST` and `DELETE
+collaborators`) sends `member` added, edited or removed, as GitHub does to an
+App subscribed to it; `POST /_sandbox/users/{login}/rename` renames a person, whose old login is
+then free for someone else to register. For tests, `/_sandbox/faults` sets faults: requests made to fail on purpose
 (bot.sandbox.faults).
 Served on loopback without authentication: it is the person at the keyboard.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,7 @@ from bot.sandbox.state import (
 
 PREFIX = "/_sandbox"
 _RANK = {"read": 1, "triage": 2, "write": 3, "maintain": 4, "admin": 5}
+_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 
 
 class HumanError(Exception):
@@ -129,7 +135,7 @@ def _person(request: Request, repository: Repository, body: dict[str, Any], need
     if role is not None:
         if role not in ROLES:
             raise HumanError(422, f"role must be one of {', '.join(ROLES)}, not {role!r}")
-        state.set_collaborator(repository, login, role)
+        state.set_collaborator(repository, login, role)  # a set-up fact: no member event
     actual = state.role_of(repository, login)
     effective = actual or ("read" if not repository.private else None)
     if effective is None or _RANK[effective] < _RANK[needs]:
@@ -177,8 +183,38 @@ async def add_collaborator(request: Request) -> Response:
     role = body.get("role")
     if role not in ROLES:
         raise HumanError(422, f"role must be one of {', '.join(ROLES)}, not {role!r}")
-    _sandbox(request).state.set_collaborator(repository, _text(body, "login") or "", role)
+    _sandbox(request).set_collaborator(repository, _text(body, "login") or "", role, _admin(request, repository, body))
     return JSONResponse({"collaborators": _collaborators(repository)}, status_code=201)
+
+
+async def remove_collaborator(request: Request) -> Response:
+    """An admin takes a collaborator's access away (`as`, optional, names the admin)."""
+    repository = _repository(request)
+    body = await _body(request) if await request.body() else {}
+    login = request.path_params["login"]
+    if _sandbox(request).remove_collaborator(repository, login, _admin(request, repository, body)) is None:
+        raise HumanError(404, f"{login} is not a collaborator of {repository.full_name}")
+    return JSONResponse({"collaborators": _collaborators(repository)})
+
+
+def _admin(request: Request, repository: Repository, body: dict[str, Any]) -> Account | None:
+    """The admin named by `as`, who must have admin on the repository; None: the sandbox picks one."""
+    if body.get("as") is None:
+        return None
+    return _person(request, repository, {"as": body["as"]}, "admin")
+
+
+async def rename_user(request: Request) -> Response:
+    """A person renames their account (`{"login": NEW}`); the old login is then free to register."""
+    body = await _body(request)
+    new_login = _text(body, "login") or ""
+    if not _LOGIN.match(new_login):
+        raise HumanError(422, f"'login' must be a GitHub login (letters, digits and '-'), not {new_login!r}")
+    try:
+        account = _sandbox(request).state.rename_account(request.path_params["login"], new_login)
+    except ValueError as error:
+        raise HumanError(422, str(error)) from None
+    return JSONResponse({"login": account.login, "id": account.id})
 
 
 # issues, comments, labels
@@ -339,6 +375,18 @@ async def resolve_thread(request: Request) -> Response:
     return JSONResponse(_thread_summary(sandbox, thread.root_id))
 
 
+async def edit_issue(request: Request) -> Response:
+    """Edit an issue's title or body ({as, title?, body?}), as its author or someone with triage does."""
+    sandbox, repository = _sandbox(request), _repository(request)
+    issue = _issue(request, repository)
+    body = await _body(request)
+    author = (_text(body, "as") or "").lower() == issue.user.login.lower()
+    person = _person(request, repository, body, "read" if author else "triage")
+    title, text = _text(body, "title", required=False), _text(body, "body", required=False)
+    sandbox.update_issue(repository, issue, person, title=title, body=text)
+    return JSONResponse(_issue_summary(sandbox, issue))
+
+
 async def close(request: Request) -> Response:
     sandbox, repository = _sandbox(request), _repository(request)
     issue = _issue(request, repository)
@@ -430,6 +478,18 @@ async def deliveries(request: Request) -> Response:
     return JSONResponse([d.summary() for d in sandbox.webhooks.deliveries])
 
 
+async def delivery(request: Request) -> Response:
+    """One delivery as GET /app/hook/deliveries/{id} shows it, with the exact body and headers sent
+    (`raw_body`), so a test can send the same signed request again."""
+    sandbox = _sandbox(request)
+    await sandbox.webhooks.drain()
+    raw = str(request.path_params["delivery_id"])
+    found = sandbox.webhooks.find(int(raw)) if raw.isdigit() else None
+    if found is None:
+        raise HumanError(404, f"no delivery {raw}")
+    return JSONResponse({**found.detail(), "raw_body": found.body.decode()})
+
+
 async def redeliver(request: Request) -> Response:
     sandbox = _sandbox(request)
     raw = str(request.path_params["delivery_id"])
@@ -460,9 +520,18 @@ def _whole_number(body: dict[str, Any], name: str) -> int | None:
     return value
 
 
+def _share(body: dict[str, Any], name: str) -> float | None:
+    value = body.get(name)
+    if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+        raise HumanError(422, f"'{name}' must be a number, not {value!r}")
+    return float(value) if value is not None else None
+
+
 async def add_fault(request: Request) -> Response:
-    """Make requests fail: {method, path (a regular expression), status | drop_answer: true,
-    body_contains?, times? (default 1; null: every matching request)}."""
+    """Make requests fail: {method (or "*"), path (a regular expression), status | drop_answer: true,
+    body_contains?, times? (default 1; null: every matching request), rate? (the share of matching
+    requests, drawn at random), seed?, retry_after? (seconds), message?, delay? (seconds to hold
+    the request, then do it; instead of status or drop_answer)}."""
     sandbox = _sandbox(request)
     body = await _body(request)
     if not isinstance(body.get("drop_answer", False), bool):
@@ -475,6 +544,11 @@ async def add_fault(request: Request) -> Response:
             drop_answer=body.get("drop_answer") is True,
             body_contains=_text(body, "body_contains", required=False),
             times=_whole_number(body, "times") if "times" in body else 1,
+            rate=_share(body, "rate"),
+            seed=_whole_number(body, "seed"),
+            retry_after=_whole_number(body, "retry_after"),
+            message=_text(body, "message", required=False),
+            delay=_share(body, "delay"),
         )
     except FaultError as error:
         raise HumanError(422, str(error)) from None
@@ -663,6 +737,7 @@ ROUTES = [
     Route(f"{PREFIX}/app", app_info, methods=["GET"]),
     Route(f"{PREFIX}/app", update_app, methods=["PATCH"]),
     Route(f"{PREFIX}/deliveries", deliveries, methods=["GET"]),
+    Route(f"{PREFIX}/deliveries/{{delivery_id}}", delivery, methods=["GET"]),
     Route(f"{PREFIX}/deliveries/{{delivery_id}}/redeliver", redeliver, methods=["POST"]),
     Route(f"{PREFIX}/drain", drain, methods=["POST"]),
     Route(f"{PREFIX}/requests", requests_served, methods=["GET"]),
@@ -672,11 +747,14 @@ ROUTES = [
     Route(f"{PREFIX}/repos", create_repository, methods=["POST"]),
     Route(_REPO, repository_state, methods=["GET"]),
     Route(f"{_REPO}/collaborators", add_collaborator, methods=["POST"]),
+    Route(f"{_REPO}/collaborators/{{login}}", remove_collaborator, methods=["DELETE"]),
+    Route(f"{PREFIX}/users/{{login}}/rename", rename_user, methods=["POST"]),
     Route(f"{_REPO}/issues", open_issue, methods=["POST"]),
     Route(f"{_REPO}/issues/comments/{{comment_id}}", edit_comment, methods=["PATCH"]),
     Route(f"{_REPO}/issues/{{number}}/comments", comment, methods=["POST"]),
     Route(f"{_REPO}/issues/{{number}}/labels", add_label, methods=["POST"]),
     Route(f"{_REPO}/issues/{{number}}/labels/{{name:path}}", remove_label, methods=["DELETE"]),
+    Route(f"{_REPO}/issues/{{number}}", edit_issue, methods=["PATCH"]),
     Route(f"{_REPO}/issues/{{number}}/close", close, methods=["POST"]),
     Route(f"{_REPO}/pulls/{{number}}/reviews", review, methods=["POST"]),
     Route(f"{_REPO}/pulls/{{number}}/merge", merge, methods=["POST"]),

@@ -445,6 +445,27 @@ class SandboxState:
     def find_account(self, login: str) -> Account | None:
         return self.accounts.get(login.lower())
 
+    def rename_account(self, login: str, new_login: str) -> Account:
+        """A person renames their account, as on github.com: the id stays, everything they did shows
+        the new login, their collaborator roles follow them, and the old login is free for anyone to
+        register (the next mention of it is a new account with a new id)."""
+        with self.lock:
+            account = self.accounts.get(login.lower())
+            if account is None or account.type != "User":
+                raise ValueError(f"the sandbox has no user {login}")
+            if new_login.lower() in self.accounts:
+                raise ValueError(f"the login {new_login} is already taken")
+            if any(repository.owner.id == account.id for repository in self.repositories.values()):
+                raise ValueError(f"{login} owns repositories; the sandbox renames only people who own none")
+            del self.accounts[login.lower()]
+            account.login = new_login
+            self.accounts[new_login.lower()] = account
+            for repository in self.repositories.values():
+                entry = repository.collaborators.pop(login.lower(), None)
+                if entry is not None:
+                    repository.collaborators[new_login.lower()] = entry
+            return account
+
     def installation_for(self, account: Account) -> Installation:
         """The App's installation on this account, made when the account's first repository is."""
         with self.lock:
@@ -514,6 +535,16 @@ class SandboxState:
             account = self.account(login)
             repository.collaborators[login.lower()] = (account, role)
             return account
+
+    def remove_collaborator(self, repository: Repository, login: str) -> tuple[Account, Role] | None:
+        """Take the person's collaborator role away; what they had, or None when they were none."""
+        with self.lock:
+            return repository.collaborators.pop(login.lower(), None)
+
+    def collaborator_role(self, repository: Repository, login: str) -> Role | None:
+        """The role the person was given as a collaborator (not the owner's implied admin)."""
+        entry = repository.collaborators.get(login.lower())
+        return entry[1] if entry else None
 
     def role_of(self, repository: Repository, login: str) -> Role | None:
         """The user's role: the owning user is admin; collaborators have theirs; others none."""

@@ -8,13 +8,17 @@ stops the intake's writer (bot/web/intake.py) first, so that every delivery hand
 answered, and then the dispatcher.
 Background work (planning, building) runs in `bot.runner.jobs.Jobs`, which resumes unfinished runs at
 start-up and is stopped after the dispatcher.
-`create_setup_app()` serves only the set-up pages, for `lanebot setup` before the App exists.
+`create_setup_app()` serves only the set-up pages, for `lanebot setup` before the App exists; the
+App itself never serves them (they show its App id and its .env's path to whoever asks).
+`/healthz` writes to the database (one row, changed to itself) so that a database that can be
+read but not written (read-only, disk full, locked) answers 503, as deliveries would fail.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
@@ -43,6 +47,8 @@ from bot.web.recovery import recover
 log = logging.getLogger(__name__)
 
 STARTUP_RECOVERY_WINDOW = timedelta(hours=24)
+# How long the health check's write waits for another writer's lock before it says "unwritable".
+HEALTH_LOCK_TIMEOUT_SECONDS = 2.0
 
 
 def create_app(
@@ -51,7 +57,6 @@ def create_app(
     engine: Engine | None = None,
     github: GitHubApp | None = None,
     router: routing.Router | None = None,
-    env_file: str | Path = ".env",
 ) -> Starlette:
     """The lanebot web app for `settings`; `engine`, `github` and `router` replace the defaults."""
     owns_engine = engine is None
@@ -63,8 +68,9 @@ def create_app(
 
         router = all_handlers
     jobs = Jobs(HandlerContext(engine=engine, github=github, settings=settings))
-    dispatcher = Dispatcher(engine, router, jobs.context)
-    writer = webhooks.DeliveryWriter(engine, dispatcher.wake)
+    dispatcher = Dispatcher(engine, router, jobs.context, workers=settings.dispatch_workers)
+    writer = webhooks.DeliveryWriter(engine, dispatcher.wake, store_timeout=settings.intake_store_timeout)
+    budget = webhooks.BodyBudget(settings.intake_max_bodies, settings.intake_max_buffered_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -89,16 +95,11 @@ def create_app(
             if owns_engine:
                 engine.dispose()
 
-    setup_config = setup.SetupConfig(
-        env_path=Path(env_file),
-        github_api_url=settings.github_api_url,
-        webhook_path=settings.webhook_path,
-        configured_app_id=settings.app_id,
-    )
+    recent = webhooks.RecentBodies(window_seconds=settings.replay_window)
+    endpoint = webhooks.make_endpoint(writer, settings.webhook_secret, budget=budget, recent=recent)
     routes = [
-        Route(settings.webhook_path, webhooks.make_endpoint(writer, settings.webhook_secret), methods=["POST"]),
+        Route(settings.webhook_path, endpoint, methods=["POST"]),
         Route("/healthz", _health_endpoint(engine), methods=["GET"]),
-        *setup.routes(setup_config),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.settings = settings
@@ -106,18 +107,26 @@ def create_app(
     app.state.github = github
     app.state.dispatcher = dispatcher
     app.state.writer = writer
+    app.state.budget = budget
     app.state.jobs = jobs
     return app
 
 
 def create_setup_app(
     *,
+    public_url: str,
     env_file: str | Path = ".env",
     github_api_url: str = DEFAULT_API_URL,
     webhook_path: str = DEFAULT_WEBHOOK_PATH,
 ) -> Starlette:
-    """Only the set-up pages: needs no App settings, writes them to `env_file`."""
-    config = setup.SetupConfig(env_path=Path(env_file), github_api_url=github_api_url, webhook_path=webhook_path)
+    """Only the set-up pages: needs no App settings, writes them to `env_file`.
+
+    `public_url` is where GitHub reaches this lanebot (the manifest's webhook and callback URLs
+    are built on it); the request's Host header is never used.
+    """
+    config = setup.SetupConfig(
+        env_path=Path(env_file), github_api_url=github_api_url, webhook_path=webhook_path, public_url=public_url
+    )
     return Starlette(routes=setup.routes(config))
 
 
@@ -126,21 +135,26 @@ def _health_endpoint(engine: Engine) -> Callable[[Request], Awaitable[JSONRespon
         try:
             waiting = await run_in_threadpool(deliveries.waiting_count, engine)
         except Exception as error:  # any failure to query is "not reachable" to a load balancer
-            log.warning("health check: the database is not reachable (%s)", type(error).__name__)
-            return JSONResponse(
-                {
-                    "status": "unavailable",
-                    "version": __version__,
-                    "database": "unreachable",
-                    "error": type(error).__name__,
-                },
-                status_code=503,
+            return _unhealthy("unreachable", error)
+        try:
+            await run_in_threadpool(
+                functools.partial(deliveries.probe_write, engine, lock_timeout=HEALTH_LOCK_TIMEOUT_SECONDS)
             )
+        except Exception as error:  # read-only, disk full, locked: deliveries could not be stored
+            return _unhealthy("unwritable", error)
         return JSONResponse(
             {"status": "ok", "version": __version__, "database": "reachable", "deliveries_waiting": waiting}
         )
 
     return healthz
+
+
+def _unhealthy(database: str, error: Exception) -> JSONResponse:
+    log.warning("health check: the database is %s (%s)", database, webhooks.describe_store_error(error))
+    return JSONResponse(
+        {"status": "unavailable", "version": __version__, "database": database, "error": type(error).__name__},
+        status_code=503,
+    )
 
 
 async def _recover_at_startup(github: GitHubApp, engine: Engine) -> None:

@@ -1,16 +1,20 @@
-"""The dispatcher: hands stored deliveries to the event handlers, in order, after the 2xx.
+"""The dispatcher: hands stored deliveries to the event handlers after the 2xx, in order per installation.
 
 The intake stores a delivery and wakes the dispatcher; the dispatcher also looks for pending
 deliveries every few seconds, since another process (or a previous life of this one) may have
 stored them. Each delivery is rebuilt as a gidgethub `sansio.Event`, routed with the composed
 `routing.Router` (bot/web/handlers/), and then marked processed, or failed with its error. A handler
-that raises fails its own delivery and nothing else.
+that raises fails its own delivery and nothing else. One installation's deliveries are handled
+one at a time, in order; different installations' side by side (a bounded number at once), so one
+installation's slow handler or rate-limit wait does not hold back another's `/status` answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -28,6 +32,8 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 5.0
 BATCH_SIZE = 50
+# Deliveries handled at once, each of a different installation (LANEBOT_DISPATCH_WORKERS).
+WORKERS = 8
 STOP_GRACE_SECONDS = 10.0
 MAX_ERROR_CHARS = 2000
 
@@ -55,7 +61,14 @@ def describe_error(error: BaseException) -> str:
 
 
 class Dispatcher:
-    """Processes pending deliveries in `seq` order until stopped."""
+    """Processes pending deliveries until stopped: in `seq` order within an installation, and
+    the deliveries of different installations side by side, at most `workers` at once.
+
+    Each installation with work has a lane: a queue of its claimed rows and one task that takes
+    them in order. A rate-limit wait (bot/edges/github/client.py) in one installation's handler
+    holds that lane and one of the `workers` slots, never another installation's lane.
+    Deliveries without an installation share one lane.
+    """
 
     def __init__(
         self,
@@ -65,12 +78,20 @@ class Dispatcher:
         *,
         poll_seconds: float = POLL_SECONDS,
         batch_size: int = BATCH_SIZE,
+        workers: int = WORKERS,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
         self._engine = engine
         self._router = router
         self._context = context
         self._poll_seconds = poll_seconds
         self._batch_size = batch_size
+        self._slots = asyncio.Semaphore(workers)
+        self._queues: dict[int | None, collections.deque[Delivery]] = {}
+        self._lanes: dict[int | None, asyncio.Task[None]] = {}
+        self._in_hand: set[int] = set()  # seqs claimed and not finished
+        self._handled = 0
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._stopping = False
@@ -82,7 +103,7 @@ class Dispatcher:
         self._wakeup.set()
 
     async def wait_idle(self) -> None:
-        """Return once a pass has found nothing pending and nothing woke the dispatcher since."""
+        """Return once a pass has found nothing pending, no lane is busy and nothing woke the dispatcher since."""
         await self._idle.wait()
 
     def start(self) -> None:
@@ -92,47 +113,90 @@ class Dispatcher:
             self._task = asyncio.create_task(self._loop(), name="lanebot-dispatcher")
 
     async def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
-        """Let the delivery in hand finish (up to `grace_seconds`), then end the loop."""
-        if self._task is None:
-            return
+        """Let the deliveries in hand finish (up to `grace_seconds`), then end the loop and the lanes.
+
+        What is queued but not started stays pending, and is taken again at start-up.
+        """
         self._stopping = True
         self._wakeup.set()
         task, self._task = self._task, None
-        try:
-            await asyncio.wait_for(asyncio.shield(task), grace_seconds)
-        except TimeoutError:
-            log.warning("dispatcher did not finish within %.0f s; the delivery in hand stays pending", grace_seconds)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        pending = [each for each in (task, *self._lanes.values()) if each is not None]
+        if not pending:
+            return
+        _done, late = await asyncio.wait(pending, timeout=grace_seconds)
+        if late:
+            log.warning("dispatcher did not finish within %.0f s; the deliveries in hand stay pending", grace_seconds)
+            for each in late:
+                each.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
 
     async def process_pending(self) -> int:
-        """Process every pending delivery, oldest first; return how many were handled."""
-        handled = 0
+        """Process every pending delivery and wait for them all; return how many were handled."""
+        before = self._handled
         while not self._stopping:
-            batch = await to_thread.run_sync(deliveries.claim_pending, self._engine, self._batch_size)
-            if not batch:
+            claimed = await self._claim()
+            lanes = list(self._lanes.values())
+            if not claimed and not lanes:
                 break
-            for row in batch:
-                if self._stopping:
-                    # Unfinished rows of this batch stay pending and are taken again at start-up.
-                    return handled
-                await self._process(row)
-                handled += 1
-        return handled
+            if lanes:
+                await asyncio.wait(lanes, return_when=asyncio.FIRST_COMPLETED)
+        return self._handled - before
 
     async def _loop(self) -> None:
         while not self._stopping:
             self._wakeup.clear()
             try:
-                await self.process_pending()
+                claimed = await self._claim()
             except Exception:
                 log.exception("dispatcher pass failed; trying again in %.0f s", self._poll_seconds)
             else:
-                if not self._wakeup.is_set():
+                if claimed >= self._batch_size:
+                    self._wakeup.set()  # more may be pending
+                elif not claimed and not self._lanes and not self._wakeup.is_set():
                     self._idle.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), self._poll_seconds)
+
+    async def _claim(self) -> int:
+        """Queue the oldest pending rows not in hand on their installations' lanes; return how many."""
+        # A lane holds at most `batch_size` rows (bodies included): a stalled installation stops claiming.
+        full = frozenset(key for key, queue in self._queues.items() if len(queue) >= self._batch_size)
+        claim = functools.partial(
+            deliveries.claim_pending, exclude=frozenset(self._in_hand), exclude_installations=full
+        )
+        rows = await to_thread.run_sync(claim, self._engine, self._batch_size)
+        for row in rows:
+            assert row.seq is not None  # a stored row
+            self._in_hand.add(row.seq)
+            self._queues.setdefault(row.installation_id, collections.deque()).append(row)
+            if row.installation_id not in self._lanes:
+                self._lanes[row.installation_id] = asyncio.create_task(
+                    self._run_lane(row.installation_id), name=f"lanebot-dispatcher-{row.installation_id}"
+                )
+        return len(rows)
+
+    async def _run_lane(self, installation_id: int | None) -> None:
+        queue = self._queues[installation_id]
+        try:
+            while queue and not self._stopping:
+                async with self._slots:
+                    if self._stopping:
+                        break
+                    row = queue.popleft()
+                    try:
+                        await self._process(row)
+                    finally:
+                        assert row.seq is not None
+                        self._in_hand.discard(row.seq)
+                    self._handled += 1
+        finally:
+            if self._stopping:
+                # Unstarted rows stay pending in the database and are taken again at start-up.
+                self._in_hand.difference_update(row.seq for row in queue if row.seq is not None)
+                queue.clear()
+            del self._lanes[installation_id]
+            del self._queues[installation_id]
+            self._wakeup.set()  # the loop looks again, and says idle when nothing is left
 
     async def _process(self, row: Delivery) -> None:
         assert row.seq is not None  # a stored row

@@ -12,10 +12,25 @@ answered after the batch holding it committed. A delivery that arrives while not
 written is written at once; the ones that arrive during a write make the next batch. If a
 batch fails, its deliveries are written one by one, so a bad one fails only its own request.
 
+Limits, so that a stranger's requests cannot hold lanebot's memory or GitHub's answers:
+  - only `X-Hub-Signature-256: sha256=<64 hex digits>` is accepted (gidgethub also takes `sha1=`
+    in that header; lanebot does not);
+  - bodies are read before their signature can be checked, so `BodyBudget` caps how many are
+    read at once and their bytes in all (503 beyond either), each body at GitHub's 25 MB (413);
+  - the store gets `store_timeout` seconds (under GitHub's 10 s): the INSERT waits that long at
+    most for another writer's lock, and a delivery not stored by then is answered 503, which
+    GitHub shows as failed, so `lanebot deliveries recover` redelivers it.
+GitHub signs the body only, not the X-GitHub-Delivery id, so a captured body can be replayed
+under a new id: `RecentBodies` remembers the SHA-256 of each body stored in the last 24 hours
+(LANEBOT_REPLAY_WINDOW; at most 100,000 bodies, in this process) and answers such a replay 200 without storing it. A redelivery
+keeps its id and is the unique index's business. What this does not cover (another process,
+a restart, older bodies) is in README's intake section.
+
 Answers, each with a JSON body whose `message` says what was wrong:
   202 stored · 200 already stored (a redelivery) · 400 malformed · 401 unsigned or wrongly
   signed · 413 over GitHub's 25 MB payload cap · 500 not stored (the cause is in the log) ·
-  503 lanebot is shutting down.
+  503 not stored for now: lanebot is shutting down, reading too many bodies, or its database
+  did not take the delivery in time.
 The body and the signature are never logged.
 """
 
@@ -23,11 +38,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hashlib
 import json
 import logging
+import re
+import time
 import urllib.parse
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from email.message import Message
 from typing import Any
@@ -54,6 +73,18 @@ SUPPORTED_CONTENT_TYPES = ("application/json", "application/x-www-form-urlencode
 MAX_BATCH_SIZE = 64
 # How long stopping waits for the deliveries already handed to the writer to be stored.
 STOP_GRACE_SECONDS = 10.0
+# How long a request waits for its delivery to be stored before it is answered 503: under GitHub's 10 s.
+STORE_TIMEOUT_SECONDS = 8.0
+# Bodies read at once before their signature is checked, and their bytes in all.
+MAX_BODIES_READ_AT_ONCE = 16
+MAX_BUFFERED_BYTES = 64 * 1024 * 1024
+# The INSERT's wait for another writer's lock, as a share of the store timeout: the database gives
+# up first, so a delivery answered 503 for a lock is not stored behind the answer's back.
+LOCK_SHARE_OF_STORE_TIMEOUT = 0.75
+# A body stored within this window (and this process) is not stored again under another delivery id.
+REPLAY_WINDOW_SECONDS = 24 * 3600.0
+REPLAY_MEMORY = 100_000
+_SHA256_SIGNATURE = re.compile(r"sha256=[0-9a-f]{64}")
 
 # Only these reach gidgethub: it accepts the sha1 `X-Hub-Signature` when the sha256 one is
 # absent, and lanebot requires sha256.
@@ -90,6 +121,9 @@ def verify(headers: Mapping[str, str], body: bytes, secret: str) -> VerifiedDeli
     `headers` is any mapping with case-insensitive `get` (Starlette's Headers).
     """
     for_gidgethub = {name: headers[name] for name in _VERIFIED_HEADERS if headers.get(name)}
+    signature = for_gidgethub.get("x-hub-signature-256")
+    if signature is not None and not _SHA256_SIGNATURE.fullmatch(signature):
+        raise IntakeError(401, _signature_problem(for_gidgethub))
     try:
         event = sansio.Event.from_http(for_gidgethub, body, secret=secret)
     except gidgethub.ValidationFailure:
@@ -153,8 +187,8 @@ def describe_undecodable_body(content_type: str | None, body: bytes) -> str:
 def _signature_problem(headers: dict[str, str]) -> str:
     if "x-hub-signature-256" not in headers:
         return "the X-Hub-Signature-256 header is missing; lanebot accepts only sha256-signed deliveries"
-    if not headers["x-hub-signature-256"].startswith("sha256="):
-        return "the X-Hub-Signature-256 header does not start with 'sha256='"
+    if not _SHA256_SIGNATURE.fullmatch(headers["x-hub-signature-256"]):
+        return "the X-Hub-Signature-256 header is not 'sha256=' and 64 hex digits; lanebot accepts only sha256"
     return "the signature does not match the body; check that WEBHOOK_SECRET is the App's webhook secret"
 
 
@@ -193,23 +227,135 @@ def _repository_full_name(payload: dict[str, Any]) -> str | None:
 # -- the edge: reading the request ------------------------------------------------------------
 
 
-async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
-    """The request body, refused with 413 as soon as it is known to exceed `limit`."""
+class BodyBudget:
+    """Caps the bodies being read before their signature is checked: how many at once, and their bytes.
+
+    `admit()` gives a request a `Reservation` (503 when `max_bodies` are being read); the
+    reservation grows with the body (503 when all bodies together would pass `max_bytes`) and
+    is given back when the request leaves the `with` block. Event-loop only: no locking.
+    """
+
+    def __init__(self, max_bodies: int = MAX_BODIES_READ_AT_ONCE, max_bytes: int = MAX_BUFFERED_BYTES) -> None:
+        if max_bodies < 1 or max_bytes < 1:
+            raise ValueError("a body budget needs room for at least one body and one byte")
+        self.max_bodies = max_bodies
+        self.max_bytes = max_bytes
+        self.reading = 0
+        self.buffered = 0
+        self.peak_buffered = 0
+
+    @contextlib.contextmanager
+    def admit(self) -> Iterator[Reservation]:
+        if self.reading >= self.max_bodies:
+            raise IntakeError(503, _busy(f"is reading {self.reading} webhook bodies already"))
+        self.reading += 1
+        reservation = Reservation(self)
+        try:
+            yield reservation
+        finally:
+            self.reading -= 1
+            self.buffered -= reservation.size
+
+    def grow(self, reservation: Reservation, size: int) -> None:
+        """Let `reservation` hold `size` bytes, or refuse with 503 when the budget has no room."""
+        more = size - reservation.size
+        if self.buffered + more > self.max_bytes:
+            raise IntakeError(
+                503,
+                _busy(
+                    f"holds {self.buffered / 2**20:.1f} of its {self.max_bytes / 2**20:.1f} MB for unverified bodies"
+                ),
+            )
+        self.buffered += more
+        self.peak_buffered = max(self.peak_buffered, self.buffered)
+        reservation.size = size
+
+
+class Reservation:
+    """The bytes of one body a `BodyBudget` holds for it."""
+
+    def __init__(self, budget: BodyBudget) -> None:
+        self._budget = budget
+        self.size = 0
+
+    def hold(self, size: int) -> None:
+        """Hold `size` bytes in all for this body (never less than already held)."""
+        if size > self.size:
+            self._budget.grow(self, size)
+
+
+def _busy(what: str) -> str:
+    return (
+        f"lanebot {what}, so it did not read this one; GitHub shows it failed: "
+        "redeliver it, or run `lanebot deliveries recover`"
+    )
+
+
+class RecentBodies:
+    """The bodies stored lately, by SHA-256: a signed body replayed under a new delivery id is seen again."""
+
+    def __init__(
+        self,
+        window_seconds: float = REPLAY_WINDOW_SECONDS,
+        max_entries: int = REPLAY_MEMORY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._window = window_seconds
+        self._max_entries = max_entries
+        self._clock = clock
+        self._stored: OrderedDict[bytes, tuple[str, float]] = OrderedDict()  # oldest first
+
+    def stored_as(self, delivery: VerifiedDelivery) -> str | None:
+        """The other delivery id this body was stored under within the window, if any (a window of 0: never)."""
+        if self._window <= 0:
+            return None
+        self._forget_old()
+        earlier = self._stored.get(_digest(delivery))
+        return earlier[0] if earlier is not None and earlier[0] != delivery.delivery_id else None
+
+    def remember(self, delivery: VerifiedDelivery) -> None:
+        if self._window <= 0:
+            return
+        self._stored[_digest(delivery)] = (delivery.delivery_id, self._clock())
+        self._forget_old()
+
+    def _forget_old(self) -> None:
+        horizon = self._clock() - self._window
+        while self._stored and (
+            len(self._stored) > self._max_entries or next(iter(self._stored.values()))[1] < horizon
+        ):
+            self._stored.popitem(last=False)
+
+
+def _digest(delivery: VerifiedDelivery) -> bytes:
+    return hashlib.sha256(delivery.payload).digest()
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES, reservation: Reservation | None = None) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed `limit`.
+
+    With a `reservation`, its bytes are held against the budget as they arrive (the declared
+    Content-Length at once), and a body the budget has no room for is refused with 503.
+    """
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
             raise IntakeError(400, f"the Content-Length header is not a number: {declared!r}")
         if int(declared) > limit:
             raise IntakeError(413, _too_large(limit))
-    return await _read_at_most(request.stream(), limit)
+        if reservation is not None:
+            reservation.hold(int(declared))
+    return await _read_at_most(request.stream(), limit, reservation)
 
 
-async def _read_at_most(chunks: AsyncIterator[bytes], limit: int) -> bytes:
+async def _read_at_most(chunks: AsyncIterator[bytes], limit: int, reservation: Reservation | None) -> bytes:
     received = bytearray()
     async for chunk in chunks:
         received += chunk
         if len(received) > limit:
             raise IntakeError(413, _too_large(limit))
+        if reservation is not None:
+            reservation.hold(len(received))
     return bytes(received)
 
 
@@ -236,12 +382,20 @@ class DeliveryWriter:
     already queued; `start` takes deliveries again after a `stop`.
     """
 
-    def __init__(self, engine: Engine, wake: Callable[[], None], *, max_batch_size: int = MAX_BATCH_SIZE) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        wake: Callable[[], None],
+        *,
+        max_batch_size: int = MAX_BATCH_SIZE,
+        store_timeout: float = STORE_TIMEOUT_SECONDS,
+    ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
         self._engine = engine
         self._wake = wake
         self._max_batch_size = max_batch_size
+        self._store_timeout = store_timeout
         self._queue: deque[_Waiting] = deque()
         self._in_hand: list[_Waiting] = []
         self._task: asyncio.Task[None] | None = None
@@ -269,7 +423,9 @@ class DeliveryWriter:
     async def store(self, delivery: VerifiedDelivery) -> bool:
         """Store `delivery` with the next batch: True once stored, False if its id already was.
 
-        Raises IntakeError: 500 when it could not be stored, 503 when the writer is stopping.
+        Raises IntakeError: 500 when it could not be stored; 503 when the writer is stopping,
+        or when the database did not store it within `store_timeout` seconds (then it may still
+        be stored later, and a redelivery answers "already stored").
         """
         if not self._accepting:
             raise IntakeError(
@@ -282,7 +438,15 @@ class DeliveryWriter:
         if self._task is None:
             # No timer: a delivery arriving while nothing is being written goes to the database at once.
             self._task = asyncio.create_task(self._write_while_waiting(), name="lanebot-intake-writer")
-        return await answer
+        try:
+            return await asyncio.wait_for(asyncio.shield(answer), self._store_timeout)
+        except asyncio.CancelledError:  # the request went away
+            answer.cancel()
+            raise
+        except TimeoutError:
+            answer.cancel()  # a delivery still queued is then left out of its batch
+            log.error("delivery %s was not stored within %g s", delivery.delivery_id, self._store_timeout)
+            raise IntakeError(503, _not_stored_in_time(self._store_timeout)) from None
 
     async def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
         """Refuse new deliveries, and let those already queued be stored for up to `grace_seconds`.
@@ -329,7 +493,9 @@ class DeliveryWriter:
         try:
             while self._queue:
                 batch = [self._queue.popleft() for _ in range(min(len(self._queue), self._max_batch_size))]
-                self._answer(batch, await self._write(batch))
+                batch = [waiting for waiting in batch if not waiting.answer.done()]  # answered 503 meanwhile
+                if batch:
+                    self._answer(batch, await self._write(batch))
         finally:
             self._task = None
 
@@ -338,7 +504,10 @@ class DeliveryWriter:
         try:
             # abandon_on_cancel: a `stop` that gives up must not wait for the database.
             return await to_thread.run_sync(
-                write_batch, self._engine, [waiting.delivery for waiting in batch], abandon_on_cancel=True
+                functools.partial(write_batch, lock_timeout=self._store_timeout * LOCK_SHARE_OF_STORE_TIMEOUT),
+                self._engine,
+                [waiting.delivery for waiting in batch],
+                abandon_on_cancel=True,
             )
         except Exception as error:  # write_batch answers for each delivery; this is the hop itself failing
             log.error(
@@ -354,7 +523,9 @@ class DeliveryWriter:
         for waiting, outcome in zip(batch, outcomes, strict=True):
             if waiting.answer.done():  # its request was cancelled while waiting
                 continue
-            if isinstance(outcome, Exception):
+            if isinstance(outcome, Exception) and deliveries.is_lock_timeout(outcome):
+                waiting.answer.set_exception(IntakeError(503, _not_stored_in_time(self._store_timeout)))
+            elif isinstance(outcome, Exception):
                 waiting.answer.set_exception(IntakeError(500, _not_stored(outcome)))
             else:
                 waiting.answer.set_result(outcome)
@@ -368,6 +539,13 @@ def _fail(waiting: list[_Waiting], status: int, message: str) -> None:
             each.answer.set_exception(IntakeError(status, message))
 
 
+def _not_stored_in_time(seconds: float) -> str:
+    return (
+        f"lanebot's database did not store this delivery within {seconds:g} s (another writer holds it); "
+        "GitHub shows it failed: redeliver it, or run `lanebot deliveries recover`"
+    )
+
+
 def _not_stored(error: Exception) -> str:
     return (
         f"lanebot could not store this delivery ({type(error).__name__}) and stored nothing of it; "
@@ -375,31 +553,35 @@ def _not_stored(error: Exception) -> str:
     )
 
 
-def write_batch(engine: Engine, batch: Sequence[VerifiedDelivery]) -> list[bool | Exception]:
+def write_batch(
+    engine: Engine, batch: Sequence[VerifiedDelivery], *, lock_timeout: float | None = None
+) -> list[bool | Exception]:
     """Store `batch` with one commit, or, if that fails, each delivery with its own commit.
 
     For each delivery, in order: True if stored now, False if its id was already stored, or
-    the exception that kept it out. Runs in a worker thread.
+    the exception that kept it out. A lock not granted within `lock_timeout` seconds fails the
+    whole batch (trying each again would wait as long again). Runs in a worker thread.
     """
     new = [_new_delivery(delivery) for delivery in batch]
     try:
-        stored: list[bool | Exception] = list(deliveries.record_many(engine, new))
+        stored: list[bool | Exception] = list(deliveries.record_many(engine, new, lock_timeout=lock_timeout))
         return stored
     except Exception as error:
-        if len(new) == 1:
-            _log_not_stored(batch[0], error)
-            return [error]
+        if len(new) == 1 or deliveries.is_lock_timeout(error):
+            for delivery in batch:
+                _log_not_stored(delivery, error)
+            return [error] * len(new)
         log.warning(
             "a batch of %d deliveries could not be stored together (%s); storing each on its own",
             len(new),
             describe_store_error(error),
         )
-    return [_write_alone(engine, delivery) for delivery in batch]
+    return [_write_alone(engine, delivery, lock_timeout) for delivery in batch]
 
 
-def _write_alone(engine: Engine, delivery: VerifiedDelivery) -> bool | Exception:
+def _write_alone(engine: Engine, delivery: VerifiedDelivery, lock_timeout: float | None) -> bool | Exception:
     try:
-        [is_new] = deliveries.record_many(engine, [_new_delivery(delivery)])
+        [is_new] = deliveries.record_many(engine, [_new_delivery(delivery)], lock_timeout=lock_timeout)
     except Exception as error:
         _log_not_stored(delivery, error)
         return error
@@ -435,14 +617,25 @@ def _new_delivery(delivery: VerifiedDelivery) -> deliveries.NewDelivery:
 
 
 def make_endpoint(
-    writer: DeliveryWriter, secret: str, *, max_body_bytes: int = MAX_BODY_BYTES
+    writer: DeliveryWriter,
+    secret: str,
+    *,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    budget: BodyBudget | None = None,
+    recent: RecentBodies | None = None,
 ) -> Callable[[Request], Awaitable[JSONResponse]]:
-    """The webhook endpoint: verify, then store with `writer` (which wakes the dispatcher)."""
+    """The webhook endpoint: read within `budget`, verify, leave out replays `recent` has seen, then
+    store with `writer` (which wakes the dispatcher)."""
+    budget = budget if budget is not None else BodyBudget()
+    recent = recent if recent is not None else RecentBodies()
 
     async def receive_webhook(request: Request) -> JSONResponse:
         try:
-            body = await read_body(request, max_body_bytes)
-            delivery = verify(request.headers, body, secret)
+            with budget.admit() as reservation:
+                body = await read_body(request, max_body_bytes, reservation)
+                delivery = verify(request.headers, body, secret)
+            if (earlier := recent.stored_as(delivery)) is not None:
+                return _replayed(delivery, earlier)
             stored = await writer.store(delivery)
         except IntakeError as refused:
             not_stored = refused.status >= 500
@@ -465,6 +658,7 @@ def make_endpoint(
                 },
                 status_code=200,
             )
+        recent.remember(delivery)
         log.info(
             "stored delivery %s: %s%s",
             delivery.delivery_id,
@@ -474,3 +668,15 @@ def make_endpoint(
         return JSONResponse({"delivery": delivery.delivery_id, "stored": True}, status_code=202)
 
     return receive_webhook
+
+
+def _replayed(delivery: VerifiedDelivery, earlier: str) -> JSONResponse:
+    log.warning("delivery %s carries the body of delivery %s; not stored again", delivery.delivery_id, earlier)
+    return JSONResponse(
+        {
+            "delivery": delivery.delivery_id,
+            "stored": False,
+            "message": f"this body was stored as delivery {earlier}; a body replayed under a new id changes nothing",
+        },
+        status_code=200,
+    )

@@ -1,7 +1,8 @@
 """Registering the GitHub App from its manifest (GitHub's "manifest flow").
 
-`GET /setup` renders a page whose form posts `app.yml` (with the webhook and redirect URLs of
-the address lanebot is served at) to GitHub's App-creation form. GitHub creates the App and
+`GET /setup` renders a page whose form posts `app.yml` (with the webhook and redirect URLs built
+on the configured `public_url`, never on the request's Host header, which any client sets) to
+GitHub's App-creation form. Only `lanebot setup` serves these pages; the running App does not. GitHub creates the App and
 sends the browser back to `GET /setup/callback?code=&state=`; lanebot checks the state it set
 in a signed, short-lived cookie, exchanges the code for the App's credentials
 (`POST /app-manifests/{code}/conversions`) and writes APP_ID, PRIVATE_KEY and WEBHOOK_SECRET to
@@ -263,9 +264,8 @@ class SetupConfig:
     github_api_url: str = DEFAULT_API_URL
     webhook_path: str = DEFAULT_WEBHOOK_PATH
     manifest_path: Path = MANIFEST_PATH
-    # Set when lanebot already runs as an App: the callback then never writes .env, so a visitor
-    # of a public server cannot swap its credentials for their own App's.
-    configured_app_id: str | None = None
+    # Where GitHub and the browser reach this lanebot: the manifest's URLs are built on it.
+    public_url: str = "http://127.0.0.1:3000"
     http_client: Callable[[], httpx.AsyncClient] = lambda: httpx.AsyncClient(timeout=30)
     clock: Callable[[], float] = time.time
     state_signer: StateSigner = field(default_factory=lambda: StateSigner(secrets.token_bytes(32)))
@@ -293,8 +293,7 @@ def _render_setup_page(request: Request, config: SetupConfig) -> Response:
     org = request.query_params.get("org", "").strip() or None
     if org is not None and not valid_org(org):
         raise SetupError(400, f"{org!r} is not a GitHub organisation name")
-    base_url = str(request.base_url).rstrip("/")
-    manifest = fill_manifest(load_manifest(config.manifest_path), base_url, config.webhook_path)
+    manifest = fill_manifest(load_manifest(config.manifest_path), config.public_url, config.webhook_path)
     state, cookie = config.state_signer.issue(config.clock())
     page = _templates.get_template("setup.html").render(
         manifest_json=json.dumps(manifest, indent=2),
@@ -303,7 +302,6 @@ def _render_setup_page(request: Request, config: SetupConfig) -> Response:
         app_name=manifest["name"],
         webhook_url=manifest["hook_attributes"]["url"],
         redirect_url=manifest["redirect_url"],
-        configured_app_id=config.configured_app_id,
         env_path=config.env_path,
     )
     response = HTMLResponse(page)
@@ -314,19 +312,12 @@ def _render_setup_page(request: Request, config: SetupConfig) -> Response:
         path="/setup",
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=config.public_url.startswith("https://"),
     )
     return response
 
 
 async def _finish_setup(request: Request, config: SetupConfig) -> Response:
-    if config.configured_app_id is not None:
-        raise SetupError(
-            409,
-            f"lanebot already runs as App {config.configured_app_id}, so this server does not "
-            "change its credentials. To register another App, stop the server and run "
-            "`lanebot setup`.",
-        )
     problem = config.state_signer.check(
         request.cookies.get(STATE_COOKIE), request.query_params.get("state"), config.clock()
     )

@@ -736,12 +736,21 @@ def test_mentions_are_broken_by_a_zero_width_space(text, defused):
     "reference", [" #12", ": #12", " octo/app#12", " https://github.com/octo/app/issues/12", "  #12", "\u00a0#12"]
 )
 def test_a_closing_keyword_before_a_reference_is_broken(keyword, reference):
-    assert defuse(f"this {keyword}{reference} now") == f"this {keyword}{ZWSP}{reference} now"
+    broken_reference = reference.replace("#", "#" + ZWSP)  # a bare reference is broken too (no backlink)
+    assert defuse(f"this {keyword}{reference} now") == f"this {keyword}{ZWSP}{broken_reference} now"
 
 
-@pytest.mark.parametrize("text", ["fixed the bug", "prefixes #1", "see #12", "fixing #3", "the fix is in"])
-def test_text_without_a_closing_reference_is_left_as_it_is(text):
+@pytest.mark.parametrize("text", ["fixed the bug", "the fix is in", "fixing it", "an @ alone", "100% #tag"])
+def test_text_without_a_mention_or_reference_is_left_as_it_is(text):
     assert defuse(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "defused"),
+    [("prefixes #1", f"prefixes #{ZWSP}1"), ("see o/r#12", f"see o/r#{ZWSP}12"), ("fixing GH-3", f"fixing GH-{ZWSP}3")],
+)
+def test_a_bare_reference_is_broken_but_not_its_keyword(text, defused):
+    assert defuse(text) == defused
 
 
 GITHUB_CLOSING = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+(?:[\w.-]+/[\w.-]+)?#\d", re.I)

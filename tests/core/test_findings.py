@@ -753,7 +753,7 @@ def test_agent_text_cannot_mention_close_or_format_anywhere_in_the_review():
     review = payload(findings, {"src/app.py": frozenset({3})}, problems=[hostile])
     for text in [review["body"], *(c["body"] for c in review["comments"])]:
         assert not GITHUB_CLOSING.search(text) and not GITHUB_MENTION.search(text)
-        assert "<img" not in text.replace("```text\nfixes\u200b #12 @\u200balice <img", "")
+        assert "<img" not in text.replace("```text\nfixes\u200b #\u200b12 @\u200balice <img", "")
 
 
 def test_evidence_cannot_close_its_code_block():

@@ -584,11 +584,12 @@ def test_a_minimum_role_admits_that_role_and_the_ones_above_it():
     ]
 
 
-def test_a_list_of_logins_admits_exactly_those_people_whatever_their_case():
+def test_a_list_of_logins_admits_only_listed_people_who_also_have_write():
     gate = load_workflow([(REPO, {"gate": {"approvers": ["Octocat", "hubot"]}})]).gate
-    assert gate.approvers == ("Octocat", "hubot")
-    assert gate.may_approve("octocat", "read")
-    assert not gate.may_approve("mallory", "admin")
+    assert gate.approvers == ("Octocat", "hubot") and gate.minimum_role == "write"
+    assert gate.may_approve("octocat", "write", listed=True)
+    assert not gate.may_approve("octocat", "read", listed=True)  # the list narrows, never widens
+    assert not gate.may_approve("mallory", "admin", listed=False)
 
 
 def test_bots_never_approve():

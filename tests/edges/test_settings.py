@@ -271,3 +271,34 @@ def test_an_unclosed_quote_in_env_text_is_a_problem_not_a_swallowed_file():
     values, problems = parse_env_text('A="never closed\nB=2\n')
     assert values == {}
     assert problems == ["line 1: the quoted value of A is never closed"]
+
+
+def test_the_limits_of_work_and_intake_have_defaults_and_are_read_from_the_environment(app_env):
+    defaults = load(app_env)
+    assert (defaults.max_rate_limit_wait, defaults.dispatch_workers) == (300.0, 8)
+    assert (defaults.intake_max_bodies, defaults.intake_max_buffered_bytes) == (16, 64 * 1024 * 1024)
+    assert defaults.intake_store_timeout == 8.0  # under GitHub's 10 s
+    settings = load(
+        {
+            **app_env,
+            "LANEBOT_MAX_RATE_LIMIT_WAIT": "90",
+            "LANEBOT_DISPATCH_WORKERS": "3",
+            "LANEBOT_INTAKE_MAX_BODIES": "4",
+            "LANEBOT_INTAKE_MAX_BUFFERED_MB": "32",
+            "LANEBOT_INTAKE_STORE_TIMEOUT": "2.5",
+            "LANEBOT_REPLAY_WINDOW": "0",
+        }
+    )
+    assert (defaults.replay_window, settings.replay_window) == (86400.0, 0.0)
+    assert (settings.max_rate_limit_wait, settings.dispatch_workers) == (90.0, 3)
+    assert (settings.intake_max_bodies, settings.intake_max_buffered_bytes) == (4, 32 * 1024 * 1024)
+    assert settings.intake_store_timeout == 2.5
+
+
+def test_a_store_timeout_github_would_not_wait_for_is_refused(app_env):
+    with pytest.raises(SettingsError) as error:
+        load({**app_env, "LANEBOT_INTAKE_STORE_TIMEOUT": "12", "LANEBOT_MAX_RATE_LIMIT_WAIT": "soon"})
+    assert "LANEBOT_INTAKE_STORE_TIMEOUT must be a number of seconds above 0 and at most 9.5, not '12'" in str(
+        error.value
+    )
+    assert "LANEBOT_MAX_RATE_LIMIT_WAIT must be a number of seconds above 0, not 'soon'" in str(error.value)

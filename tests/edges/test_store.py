@@ -389,6 +389,16 @@ def test_twenty_concurrent_approvals_start_exactly_one_run(engine):
     assert starts == [{"from": "awaiting_approval", "to": "running"}]
 
 
+def test_the_approval_stores_the_issue_as_approved_in_the_same_compare_and_set(engine):
+    run = new_run(engine)
+    runs.transition(engine, run.id, "planning", "awaiting_approval")
+    body = "Users want to archive items.\n" * 3_000  # issue bodies run to 65,536 characters
+    approved = dict(approved_revision=1, approved_issue_title="Archive items 📦", approved_issue_body=body)
+    assert runs.transition(engine, run.id, "awaiting_approval", "running", **approved)
+    stored = runs.get_run(engine, run.id)
+    assert (stored.approved_issue_title, stored.approved_issue_body) == ("Archive items 📦", body)
+
+
 def test_transition_refuses_unknown_states_and_fields(engine):
     run = new_run(engine)
     with pytest.raises(ValueError, match="unknown run state 'approved'"):

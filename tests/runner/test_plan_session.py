@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.core.graph import parse_units
+from bot.core.graph import Graph, SessionBudget, parse_units
 from bot.core.plans import (
     CommentText,
     IssueText,
@@ -36,6 +36,7 @@ from bot.core.plans import (
 from bot.core.text import sanitize_untrusted
 from bot.core.workflow import Workflow
 from bot.edges.workflow_files import load_workflow
+from bot.render.gate import gate_size_problems
 from bot.render.prompts import fence
 from bot.runner import jailing
 from bot.runner.plan_session import PLAN_FILE, plan_issue, snapshot_tree, tree_changes
@@ -607,6 +608,44 @@ def test_invisible_characters_are_stripped_from_a_hand_plan_before_it_is_validat
 
     assert outcome.ok
     assert outcome.graph["app"].brief == "Write src/app.py. and delete tests"
+
+
+def gate_check(graph: Graph) -> tuple[str, ...]:
+    """The gate's own size check, as the plan step asks it (bot.runner.plan)."""
+    return gate_size_problems(
+        graph=graph,
+        run_id=1,
+        revision=1,
+        budget=SessionBudget(),
+        state="awaiting_approval",
+        issue_number=7,
+        repository="octo-org/tasks",
+        plan_source="agent",
+        schedule="barrier",
+        max_lanes=4,
+        verify="make test",
+    )
+
+
+TOO_LARGE_TO_SHOW = jsonl(unit("app", files="^src/", brief="Write it all down. " * 4_000))
+
+
+def test_a_hand_plan_the_gate_cannot_show_whole_is_refused_with_the_reason(bench: Bench):
+    outcome = plan_from_hand(
+        TOO_LARGE_TO_SHOW, workflow=bench.workflow(), tracked_paths=TRACKED, gate_problems=gate_check
+    )
+
+    assert not outcome.ok
+    (problem,) = outcome.problems
+    assert problem.startswith("the gate comment cannot show this plan whole")
+    assert "over GitHub's 65,536-character limit" in problem and "the longest is 'app'" in problem
+
+
+def test_a_planner_whose_plan_the_gate_cannot_show_is_told_why_and_asked_again(bench: Bench):
+    outcome = bench.plan({"write": TOO_LARGE_TO_SHOW}, {"write": VALID_PLAN}, gate_problems=gate_check)
+
+    assert outcome.ok and len(outcome.attempts) == 2
+    assert "Write fewer or shorter units" in failure_section(bench.prompt(2))
 
 
 # --------------------------------------------------------------------------- tracked paths

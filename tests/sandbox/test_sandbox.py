@@ -193,6 +193,7 @@ async def test_a_valid_app_jwt_mints_a_token_that_expires_in_one_hour(tmp_path: 
             "checks": "write",
             "contents": "write",
             "issues": "write",
+            "members": "read",
             "metadata": "read",
             "pull_requests": "write",
         }
@@ -788,6 +789,26 @@ async def test_a_person_without_triage_cannot_label_a_private_repositorys_issue(
             "/_sandbox/repos/alice/demo/issues/1/labels", json={"as": "alice", "name": "lanebot"}
         )
         assert allowed.json()["labels"] == ["lanebot"]
+
+
+async def test_an_issues_author_edits_it_and_github_sends_issues_edited_with_what_changed(
+    tmp_path: Path, project: Path
+) -> None:
+    async with harness(tmp_path, project) as h:
+        await h.repository("alice/open", private=False)
+        number = await h.issue("alice/open", login="reporter", role="read")
+        await h.delivered()
+        h.receiver.requests.clear()
+        stranger = await h.http.patch(f"/_sandbox/repos/alice/open/issues/{number}", json={"as": "eve", "body": "x"})
+        assert stranger.status_code == 403 and "needs triage or higher" in stranger.json()["message"]
+        edited = await h.http.patch(
+            f"/_sandbox/repos/alice/open/issues/{number}", json={"as": "reporter", "title": "New", "body": "Later"}
+        )
+        assert edited.status_code == 200, edited.text
+        assert await h.delivered() == [("issues", "edited")]
+        payload = json.loads(h.receiver.requests[-1].content)
+        assert (payload["issue"]["title"], payload["issue"]["body"]) == ("New", "Later")
+        assert payload["changes"] == {"title": {"from": "An issue"}, "body": {"from": "Text"}}
 
 
 async def test_a_person_can_rerequest_a_check_run_and_pick_one_of_its_actions(tmp_path: Path, project: Path) -> None:

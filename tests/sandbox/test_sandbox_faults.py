@@ -14,7 +14,7 @@ import httpx
 import jwt
 import pytest
 
-from bot.sandbox.faults import Fault, FaultBook, FaultError
+from bot.sandbox.faults import SECONDARY_RATE_LIMIT, Fault, FaultBook, FaultError
 from tests.app_helpers import private_key_pem
 from tests.sandbox.test_sandbox import harness
 from tests.sandbox_helpers import APP_ID, SandboxRepository, served_sandbox
@@ -143,6 +143,11 @@ async def test_the_human_api_sets_lists_and_clears_faults(tmp_path, project):
                 "drop_answer": False,
                 "body_contains": None,
                 "times": 2,
+                "rate": None,
+                "seed": None,
+                "retry_after": None,
+                "message": None,
+                "delay": None,
             }
         ]
         assert [fired["path"] for fired in listed.json()["fired"]] == ["/repos/alice/demo"]
@@ -169,3 +174,77 @@ def test_two_alike_faults_each_act_once():
     first, second = book.add(Fault("GET", "/x", status=500)), book.add(Fault("GET", "/x", status=500))
     taken = [book.take("GET", "/x", b"") for _ in range(3)]
     assert taken == [first, second, None]
+
+
+async def test_a_secondary_rate_limit_fault_answers_with_retry_after_and_githubs_message(tmp_path, project):
+    async with harness(tmp_path, project) as h:
+        repo = await h.repository("alice/demo")
+        auth = await h.token(repo["installation_id"])
+        h.sandbox.faults.add(Fault("*", "/repos/alice/demo", status=403, retry_after=7, message=SECONDARY_RATE_LIMIT))
+
+        limited = await h.http.get("/repos/alice/demo", headers=auth)
+
+        assert limited.status_code == 403 and limited.headers["retry-after"] == "7"
+        assert limited.json()["message"].startswith("You have exceeded a secondary rate limit")
+
+
+def test_a_fault_with_a_rate_acts_on_that_share_of_matching_requests_and_a_seed_repeats_it():
+    def picked(seed: int) -> list[bool]:
+        book = FaultBook()
+        book.add(Fault("*", "/x", status=502, times=None, rate=0.1, seed=seed))
+        return [book.take(method, "/x", b"") is not None for method in ("GET", "POST") * 1000]
+
+    first = picked(3)
+    assert 150 <= sum(first) <= 250  # 10% of 2,000, well inside chance
+    assert picked(3) == first and picked(4) != first
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ({"rate": 0}, "rate must be a share of the matching requests"),
+        ({"rate": 1.5}, "rate must be a share of the matching requests"),
+        ({"drop_answer": True, "status": None, "retry_after": 1}, "retry_after needs a status"),
+        ({"retry_after": -1}, "retry_after needs a status"),
+        ({"drop_answer": True, "status": None, "message": "x"}, "message needs a status"),
+    ],
+    ids=["rate-zero", "rate-above-one", "retry-after-without-status", "retry-after-negative", "message-without-status"],
+)
+def test_a_rate_retry_after_or_message_that_cannot_be_used_is_refused(fault, message):
+    with pytest.raises(FaultError, match=message):
+        Fault(**{"method": "GET", "path": "/x", "status": 500, **fault})
+
+
+async def test_the_human_api_sets_a_fault_with_a_rate_and_a_retry_after(tmp_path, project):
+    async with harness(tmp_path, project) as h:
+        body = {
+            "method": "*",
+            "path": "/repos/.*",
+            "status": 429,
+            "times": None,
+            "rate": 0.5,
+            "seed": 1,
+            "retry_after": 2,
+        }
+        added = await h.http.post("/_sandbox/faults", json=body)
+        refused = await h.http.post("/_sandbox/faults", json={**body, "rate": "half"})
+
+        assert added.status_code == 201
+        assert added.json()["pending"][0] | body == added.json()["pending"][0]
+        assert refused.status_code == 422 and "'rate' must be a number" in refused.json()["message"]
+
+
+async def test_a_delay_fault_holds_the_request_then_does_it(tmp_path, project):
+    async with harness(tmp_path, project) as h:
+        repo = await h.repository("alice/demo")
+        auth = await h.token(repo["installation_id"])
+        number = await h.issue("alice/demo")
+        h.sandbox.faults.add(Fault("POST", COMMENTS, delay=0.3, body_contains="late"))
+
+        started = time.monotonic()
+        held = await h.http.post(f"/repos/alice/demo/issues/{number}/comments", headers=auth, json={"body": "late"})
+
+        assert held.status_code == 201 and time.monotonic() - started >= 0.3
+        assert len(h.sandbox.faults.fired) == 1
+        with pytest.raises(FaultError, match="a delay is seconds"):
+            Fault("GET", "/x", status=500, delay=1)

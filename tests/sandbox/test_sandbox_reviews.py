@@ -436,12 +436,12 @@ async def test_requesting_reviewers_answers_201_with_the_pull_request_and_tells_
     assert [u["login"] for u in response.json()["requested_reviewers"]] == ["bob", "carol"]
     listed = await world.get("/pulls/1/requested_reviewers")
     assert ([u["login"] for u in listed["users"]], listed["teams"]) == (["bob", "carol"], [])
-    assert await world.delivered() == [("pull_request", "review_requested")] * 2
+    assert await world.delivered() == [("member", "added")] + [("pull_request", "review_requested")] * 2
     assert [p["requested_reviewer"]["login"] for p in world.payloads("pull_request")] == ["bob", "carol"]
     again = await world.http.post(
         f"/repos/{REPO}/pulls/1/requested_reviewers", headers=world.token, json={"reviewers": ["bob"]}
     )
-    assert again.status_code == 201 and len(await world.delivered()) == 2  # already requested: no new event
+    assert again.status_code == 201 and len(await world.delivered()) == 3  # already requested: no new event
 
 
 @pytest.mark.parametrize(

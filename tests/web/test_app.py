@@ -65,7 +65,7 @@ async def test_health_reports_the_database_the_version_and_the_deliveries_waitin
     async with running_lanebot(engine) as (app, client):
         await app.state.dispatcher.stop()  # hold deliveries back, so some wait
         for number in range(2):
-            await post_delivery(client, "issues", ISSUE_OPENED, delivery_id=f"waiting-{number}")
+            await post_delivery(client, "issues", {**ISSUE_OPENED, "n": number}, delivery_id=f"waiting-{number}")
         health = await client.get("/healthz")
     assert health.status_code == 200
     assert health.json() == {"status": "ok", "version": __version__, "database": "reachable", "deliveries_waiting": 2}
@@ -175,3 +175,49 @@ async def test_deliveries_stored_count_as_waiting_until_handled(engine):
         health = await client.get("/healthz")
     assert health.json()["deliveries_waiting"] == 0
     assert deliveries.waiting_count(engine) == 0
+
+
+async def test_health_is_503_when_the_database_can_be_read_but_not_written(tmp_path):
+    path = tmp_path / "lanebot.db"
+    db.migrate(f"sqlite:///{path}")
+    read_only = db.make_engine(f"sqlite:///file:{path}?mode=ro&uri=true")  # as on a full or read-only disk
+    app = create_app(make_settings(), engine=read_only)
+    transport = httpx.ASGITransport(app=app)  # no lifespan: start-up would try to migrate
+    async with httpx.AsyncClient(transport=transport, base_url="http://lanebot.test") as client:
+        health = await client.get("/healthz")
+    read_only.dispose()
+    assert health.status_code == 503
+    assert (health.json()["status"], health.json()["database"]) == ("unavailable", "unwritable")
+
+
+async def test_health_is_503_when_the_database_takes_no_writes(engine):
+    if engine.dialect.name == "sqlite":
+        pytest.skip("the SQLite case is the read-only file above")
+    options = f"{engine.url.query['options']} -cdefault_transaction_read_only=on"
+    read_only = db.make_engine(engine.url.update_query_dict({"options": options}).render_as_string(hide_password=False))
+    app = create_app(make_settings(), engine=read_only)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://lanebot.test") as client:
+        health = await client.get("/healthz")
+    read_only.dispose()
+    assert health.status_code == 503
+    assert health.json()["database"] == "unwritable"
+
+
+async def get_page(app, path: str, **options) -> httpx.Response:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://lanebot.test") as client:
+        return await client.get(path, **options)
+
+
+def test_setup_builds_its_urls_on_the_public_url_it_is_given(clean_environment, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr("bot.cli.serve.uvicorn.run", lambda app, **options: calls.append(app))
+    assert main(["setup", "--public-url", "https://lanebot.example.com/"]) == 0
+    assert "Open https://lanebot.example.com/setup" in capsys.readouterr().out
+    [app] = calls
+    page = asyncio.run(get_page(app, "/setup", headers={"Host": "evil.example"}))
+    assert "https://lanebot.example.com/api/github/webhooks" in page.text and "evil.example" not in page.text
+    with pytest.raises(SystemExit) as refused:
+        main(["setup", "--public-url", "lanebot.example.com"])
+    assert refused.value.code == 2
+    assert "is not an http(s) URL" in capsys.readouterr().err

@@ -7,11 +7,13 @@ import json
 
 import anyio
 import pytest
+import respx
 from gidgethub import routing
 
+from bot.edges.github.client import GitHubApp
 from bot.edges.store import deliveries
 from bot.web.dispatcher import Dispatcher, HandlerContext, describe_error
-from tests.app_helpers import as_app_delivery, payload_files, post_delivery, running_lanebot, settle
+from tests.app_helpers import as_app_delivery, make_settings, payload_files, post_delivery, running_lanebot, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -212,3 +214,136 @@ def test_a_failure_is_recorded_as_its_type_and_message_bounded_in_length():
     assert describe_error(ValueError("bad value")) == "ValueError: bad value"
     long = describe_error(RuntimeError("x" * 10_000))
     assert len(long) == 2000 and long.startswith("RuntimeError: xxx") and long.endswith("…")
+
+
+# -- fairness: installations side by side, each in order ---------------------------------------
+
+
+def store_for(engine, delivery_id: str, installation_id: int | None, repository: str = "octo/a") -> None:
+    payload = {"action": "opened", "installation": {"id": installation_id}, "repository": {"full_name": repository}}
+    assert deliveries.record(
+        engine,
+        delivery_id=delivery_id,
+        event="issues",
+        action="opened",
+        installation_id=installation_id,
+        repository=repository,
+        body=json.dumps(payload).encode(),
+    )
+
+
+class Gated:
+    """A router whose handler waits, for the deliveries named, until the test opens their gate."""
+
+    def __init__(self, held: set[str]) -> None:
+        self.held = held
+        self.started: dict[str, asyncio.Event] = {}
+        self.gate = asyncio.Event()
+        self.order: list[str] = []
+        self.running = 0
+        self.most_at_once = 0
+        self.router = routing.Router()
+        self.router.add(self.handle, "issues")
+
+    async def handle(self, event, *, context) -> None:
+        self.started.setdefault(event.delivery_id, asyncio.Event()).set()
+        self.order.append(f"start {event.delivery_id}")
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            if event.delivery_id in self.held:
+                await self.gate.wait()
+            await asyncio.sleep(0.01)
+        finally:
+            self.running -= 1
+        self.order.append(f"end {event.delivery_id}")
+
+    async def wait_started(self, delivery_id: str) -> None:
+        with anyio.fail_after(10):
+            await self.started.setdefault(delivery_id, asyncio.Event()).wait()
+
+
+async def test_a_held_delivery_of_one_installation_does_not_hold_back_another_installations(engine):
+    store_for(engine, "a-1", 1)
+    store_for(engine, "a-2", 1)
+    store_for(engine, "b-1", 2, "octo/b")
+    gated = Gated(held={"a-1"})
+    dispatcher = dispatcher_for(engine, gated.router, poll_seconds=0.05)
+    dispatcher.start()
+    try:
+        await gated.wait_started("b-1")
+        with anyio.fail_after(10):
+            while statuses(engine)["b-1"][0] != "processed":
+                await asyncio.sleep(0.01)
+        assert statuses(engine)["a-1"][0] == "pending"
+        assert "start a-2" not in gated.order  # one installation's deliveries stay in order
+        gated.gate.set()
+        with anyio.fail_after(10):
+            await dispatcher.wait_idle()
+    finally:
+        await dispatcher.stop()
+    assert gated.order.index("end a-1") < gated.order.index("start a-2")
+    assert {status for status, _ in statuses(engine).values()} == {"processed"}
+
+
+async def test_at_most_the_configured_number_of_deliveries_run_at_once(engine):
+    for installation in range(1, 6):
+        store_for(engine, f"d-{installation}", installation)
+    gated = Gated(held=set())
+    handled = await dispatcher_for(engine, gated.router, workers=2).process_pending()
+    assert handled == 5
+    assert gated.most_at_once == 2
+
+
+async def test_one_installations_429_does_not_delay_anothers_delivery_and_a_wait_past_the_cap_fails_it(engine):
+    store_for(engine, "limited-1", 1, "octo/limited")
+    store_for(engine, "free-1", 2, "octo/free")
+    sleep = HeldSleep()
+    router = routing.Router()
+
+    async def read_issue(event, *, context):
+        repository = event.data["repository"]["full_name"]
+        client = context.github.installation_client(event.data["installation"]["id"], repository)
+        await client.getitem(f"/repos/{repository}/issues/1")
+
+    router.add(read_issue, "issues")
+    with respx.mock(base_url="https://api.github.com") as github:
+        github.post(url__regex=r"/app/installations/\d+/access_tokens").respond(
+            201, json={"token": "ghs_test", "expires_at": "2099-01-01T00:00:00Z", "permissions": {}}
+        )
+        github.get("/repos/octo/limited/issues/1").respond(
+            429, json={"message": "You have exceeded a secondary rate limit."}, headers={"retry-after": "60"}
+        )
+        github.get("/repos/octo/free/issues/1").respond(200, json={"number": 1})
+        async with GitHubApp(make_settings(max_rate_limit_wait=100.0), sleep=sleep) as app:
+            dispatcher = Dispatcher(engine, router, HandlerContext(engine=engine, github=app, settings=None))
+            dispatcher.start()
+            try:
+                with anyio.fail_after(10):
+                    await sleep.started.wait()  # installation 1 waits out its limit...
+                    while statuses(engine)["free-1"][0] != "processed":  # ...and installation 2 is answered
+                        await asyncio.sleep(0.01)
+                assert statuses(engine)["limited-1"][0] == "pending"
+                sleep.release.set()  # the second 429 would make 120 s in all, past the cap of 100 s
+                with anyio.fail_after(10):
+                    await dispatcher.wait_idle()
+            finally:
+                await dispatcher.stop()
+    status, error = statuses(engine)["limited-1"]
+    assert status == "failed"
+    assert error.startswith("RateLimitTooLong: GitHub rate-limited installation 1 until ")
+    assert sleep.waits == [60.0]
+
+
+class HeldSleep:
+    """A sleep that lasts until the test releases it: a rate-limit wait that takes as long as needed."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.started.set()
+        await self.release.wait()

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
+import sqlite3
+import threading
+import time
 import urllib.parse
 
+import anyio
 import pytest
 import respx
+from sqlalchemy import text
 from sqlmodel import select
 
-from bot.edges.store import db
+from bot.edges.store import db, deliveries
 from bot.edges.store.models import Delivery, Installation
 from bot.web import intake as webhooks
 from tests.app_helpers import (
@@ -331,3 +337,183 @@ async def test_neither_the_body_nor_the_signature_reaches_the_log(sqlite_engine,
             await settle(app)
         assert marker not in caplog.text and headers["X-Hub-Signature-256"] not in caplog.text, response.status_code
         assert marker not in response.text and headers["X-Hub-Signature-256"] not in response.text
+
+
+# -- limits: sha256 only, bodies read at once, the store's time ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        "sha1={sha1}",  # gidgethub takes a SHA-1 HMAC in this header; lanebot does not
+        "sha256={sha256_upper}",
+        "sha256={sha256}00",
+        "sha256= {sha256}",
+    ],
+    ids=["sha1-hmac", "uppercase-hex", "too-long", "space"],
+)
+async def test_only_sha256_and_64_hex_digits_pass_in_x_hub_signature_256(sqlite_engine, signature):
+    body = json.dumps(ISSUE_OPENED).encode()
+    headers = delivery_headers("issues", body)
+    sha256 = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    sha1 = hmac.new(SECRET.encode(), body, hashlib.sha1).hexdigest()
+    headers["X-Hub-Signature-256"] = signature.format(sha1=sha1, sha256=sha256, sha256_upper=sha256.upper())
+    async with running_lanebot(sqlite_engine) as (_app, client):
+        response = await client.post(WEBHOOK_PATH, content=body, headers=headers)
+    assert response.status_code == 401
+    assert "lanebot accepts only sha256" in response.json()["message"]
+    assert stored(sqlite_engine) == []
+
+
+class SlowBody:
+    """A request body sent in 64 KB chunks that stops after `before_pause` chunks until released."""
+
+    def __init__(self, chunks: int, before_pause: int) -> None:
+        self.chunks, self.before_pause = chunks, before_pause
+        self.paused, self.release = asyncio.Event(), asyncio.Event()
+
+    async def __aiter__(self):
+        for number in range(self.chunks):
+            if number == self.before_pause:
+                self.paused.set()
+                await self.release.wait()
+            yield b" " * 65536
+
+
+async def test_one_body_more_than_may_be_read_at_once_is_answered_503_and_the_others_go_on(sqlite_engine):
+    settings = make_settings(str(sqlite_engine.url), intake_max_bodies=3)
+    slow = [SlowBody(chunks=4, before_pause=2) for _ in range(3)]
+    async with running_lanebot(sqlite_engine, settings=settings) as (app, client):
+        posts = [
+            asyncio.create_task(client.post(WEBHOOK_PATH, content=body, headers=delivery_headers("issues", b"")))
+            for body in slow
+        ]
+        with anyio.fail_after(10):
+            for body in slow:
+                await body.paused.wait()
+            refused = await client.post(WEBHOOK_PATH, content=b"{}", headers=delivery_headers("issues", b"{}"))
+        assert refused.status_code == 503
+        assert "reading 3 webhook bodies already" in refused.json()["message"]
+        assert app.state.budget.reading == 3
+        for body in slow:
+            body.release.set()
+        answers = await asyncio.gather(*posts)
+        assert app.state.budget.reading == 0
+    assert {answer.status_code for answer in answers} == {401}  # read, then refused for their signature
+
+
+async def test_the_bodies_read_at_once_hold_no_more_than_the_byte_budget(sqlite_engine):
+    budget = 1024 * 1024
+    settings = make_settings(str(sqlite_engine.url), intake_max_buffered_bytes=budget)
+    slow = [SlowBody(chunks=8, before_pause=4) for _ in range(2)]  # 512 KB each, 256 KB before the pause
+    async with running_lanebot(sqlite_engine, settings=settings) as (app, client):
+        posts = [
+            asyncio.create_task(client.post(WEBHOOK_PATH, content=body, headers=delivery_headers("issues", b"")))
+            for body in slow
+        ]
+        with anyio.fail_after(10):
+            for body in slow:
+                await body.paused.wait()
+            too_much = b" " * (600 * 1024)  # 512 KB held + 600 KB declared > 1 MB: refused before it is read
+            refused = await client.post(WEBHOOK_PATH, content=too_much, headers=delivery_headers("issues", too_much))
+        assert refused.status_code == 503
+        assert "holds 0.5 of its 1.0 MB for unverified bodies" in refused.json()["message"]
+        for body in slow:
+            body.release.set()
+        answers = await asyncio.gather(*posts)
+        peak = app.state.budget.peak_buffered
+    assert [answer.status_code for answer in answers] == [401, 401]  # 1 MB in all fits: read, then refused
+    assert peak <= budget
+
+
+@contextlib.contextmanager
+def write_lock_held(engine):
+    """Another connection holds the database's write lock (SQLite) or the deliveries table (PostgreSQL)."""
+    if engine.dialect.name == "sqlite":
+        holder = sqlite3.connect(engine.url.database, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        return
+    with engine.connect() as connection:
+        transaction = connection.begin()
+        connection.execute(text("LOCK TABLE deliveries IN EXCLUSIVE MODE"))
+        try:
+            yield
+        finally:
+            transaction.rollback()
+
+
+async def test_a_database_locked_longer_than_the_store_timeout_answers_503_in_time_and_a_redelivery_is_stored(engine):
+    assert make_settings().intake_store_timeout < 10  # GitHub's wait; the test lowers it to stay fast
+    settings = make_settings(str(engine.url), intake_store_timeout=1.0)
+    async with running_lanebot(engine, settings=settings) as (app, client):
+        await app.state.dispatcher.stop()
+        with write_lock_held(engine):  # held as long as the test needs: a 12 s lock answers the same way
+            started = time.monotonic()
+            refused = await post_delivery(client, "issues", ISSUE_OPENED, delivery_id="locked-out")
+            elapsed = time.monotonic() - started
+        redelivered = await post_delivery(client, "issues", ISSUE_OPENED, delivery_id="locked-out")
+    assert refused.status_code == 503, refused.text
+    assert "did not store this delivery within 1 s" in refused.json()["message"]
+    assert "lanebot deliveries recover" in refused.json()["message"]
+    assert elapsed < 5
+    assert redelivered.status_code == 202
+    assert [row.delivery_id for row in stored(engine)] == ["locked-out"]
+
+
+async def test_a_signed_body_replayed_under_a_new_delivery_id_is_answered_200_and_not_stored(sqlite_engine):
+    async with running_lanebot(sqlite_engine) as (app, client):
+        first = await post_delivery(client, "issues", ISSUE_OPENED, delivery_id="original")
+        replayed = await post_delivery(client, "issues", ISSUE_OPENED, delivery_id="replayed")
+        redelivered = await post_delivery(client, "issues", ISSUE_OPENED, delivery_id="original")
+        await settle(app)
+    assert first.status_code == 202
+    assert (replayed.status_code, replayed.json()["stored"]) == (200, False)
+    assert "stored as delivery original" in replayed.json()["message"]
+    assert (redelivered.status_code, redelivered.json()["message"]) == (
+        200,
+        "already stored; a redelivery changes nothing",
+    )
+    assert [row.delivery_id for row in stored(sqlite_engine)] == ["original"]
+
+
+def test_bodies_are_remembered_for_the_window_and_up_to_the_count():
+    now = [0.0]
+    recent = webhooks.RecentBodies(window_seconds=60, max_entries=2, clock=lambda: now[0])
+
+    def delivery(delivery_id: str, body: bytes) -> webhooks.VerifiedDelivery:
+        return webhooks.VerifiedDelivery(delivery_id, "issues", "opened", 1, "o/r", body)
+
+    recent.remember(delivery("a", b"{1}"))
+    assert recent.stored_as(delivery("b", b"{1}")) == "a"
+    assert recent.stored_as(delivery("a", b"{1}")) is None  # its own redelivery: the unique id's business
+    recent.remember(delivery("c", b"{2}"))
+    recent.remember(delivery("d", b"{3}"))
+    assert recent.stored_as(delivery("e", b"{1}")) is None  # pushed out by the count
+    now[0] = 61.0
+    assert recent.stored_as(delivery("f", b"{3}")) is None  # past the window
+
+
+async def test_with_a_replay_window_of_0_the_same_body_under_a_new_id_is_stored(sqlite_engine):
+    settings = make_settings(str(sqlite_engine.url), replay_window=0.0)
+    async with running_lanebot(sqlite_engine, settings=settings) as (app, client):
+        answers = [await post_delivery(client, "issues", ISSUE_OPENED, delivery_id=name) for name in ("one", "two")]
+        await settle(app)
+    assert [answer.status_code for answer in answers] == [202, 202]
+
+
+async def test_a_delivery_behind_this_processs_own_stuck_writer_is_answered_503_in_time(sqlite_engine):
+    settings = make_settings(str(sqlite_engine.url), intake_store_timeout=1.0)
+    lock = deliveries._SQLITE_WRITE_LOCKS.setdefault(str(sqlite_engine.url), threading.Lock())
+    async with running_lanebot(sqlite_engine, settings=settings) as (_app, client):
+        with lock:  # as the dispatcher's write does while it waits out another process's lock
+            started = time.monotonic()
+            refused = await post_delivery(client, "issues", ISSUE_OPENED, delivery_id="behind")
+            elapsed = time.monotonic() - started
+        redelivered = await post_delivery(client, "issues", ISSUE_OPENED, delivery_id="behind")
+    assert (refused.status_code, elapsed < 5) == (503, True)
+    assert redelivered.status_code == 202

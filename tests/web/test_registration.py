@@ -77,7 +77,7 @@ def env_path(tmp_path) -> Path:
 
 @pytest.fixture
 def setup_app(env_path):
-    return create_setup_app(env_file=env_path)
+    return create_setup_app(public_url=BASE, env_file=env_path)
 
 
 def test_githubs_web_address_is_derived_from_the_api_address():
@@ -87,7 +87,7 @@ def test_githubs_web_address_is_derived_from_the_api_address():
     assert setup.web_host("http://127.0.0.1:8765/") == "http://127.0.0.1:8765"
 
 
-async def test_the_page_posts_app_yml_with_urls_of_the_address_it_is_served_at(setup_app):
+async def test_the_page_posts_app_yml_with_urls_of_the_configured_public_address(setup_app):
     async with running(setup_app) as client:
         page = await client.get("/setup")
     assert page.status_code == 200
@@ -103,6 +103,7 @@ async def test_the_page_posts_app_yml_with_urls_of_the_address_it_is_served_at(s
         "contents": "write",
         "checks": "write",
         "metadata": "read",
+        "members": "read",
     }
     assert "issue_comment" in manifest["default_events"]
     assert setup.STATE_COOKIE in page.cookies
@@ -118,7 +119,7 @@ async def test_an_organisation_gets_githubs_organisation_form(setup_app):
 
 
 async def test_a_ghes_api_url_sends_the_form_to_that_server(env_path):
-    app = create_setup_app(env_file=env_path, github_api_url="https://ghe.example.com/api/v3")
+    app = create_setup_app(public_url=BASE, env_file=env_path, github_api_url="https://ghe.example.com/api/v3")
     async with running(app) as client:
         page = await client.get("/setup")
     assert form_of(page.text)[0].startswith("https://ghe.example.com/settings/apps/new?state=")
@@ -207,19 +208,30 @@ async def test_a_code_github_does_not_know_gets_a_page_saying_to_start_again(set
     assert not env_path.exists()
 
 
-async def test_a_running_app_never_changes_its_own_credentials(engine, env_path):
-    app = create_app(make_settings(), engine=engine, env_file=env_path)
-    with respx.mock(assert_all_called=False) as github:
-        exchange = github.post(CONVERSION_URL.format(code="abc123")).mock(
-            return_value=httpx.Response(201, json=conversion())
-        )
-        async with running(app) as client:
-            state = await start_flow(client)
-            response = await client.get(f"/setup/callback?code=abc123&state={state}&force=1")
-    assert response.status_code == 409
-    assert "already runs as App 4711" in response.text
-    assert exchange.call_count == 0
-    assert not env_path.exists()
+async def test_the_running_app_serves_no_set_up_pages(engine):
+    app = create_app(make_settings(), engine=engine)
+    async with running(app) as client:
+        answers = [await client.get(path) for path in ("/setup", "/setup/callback?code=abc123&state=x")]
+    assert [answer.status_code for answer in answers] == [404, 404]
+    assert not any("4711" in answer.text or ".env" in answer.text for answer in answers)
+
+
+async def test_a_forged_host_header_is_not_reflected_in_the_page_or_the_manifest(setup_app):
+    async with running(setup_app) as client:
+        page = await client.get("/setup", headers={"Host": "evil.example"})
+    assert page.status_code == 200
+    assert "evil.example" not in page.text
+    _, manifest = form_of(page.text)
+    assert manifest["hook_attributes"]["url"] == f"{BASE}/api/github/webhooks"
+    assert manifest["redirect_url"] == f"{BASE}/setup/callback"
+
+
+async def test_an_https_public_url_gets_a_secure_state_cookie(env_path):
+    app = create_setup_app(public_url="https://lanebot.example.com", env_file=env_path)
+    async with running(app) as client:
+        page = await client.get("/setup")
+    assert "secure" in page.headers["set-cookie"].lower()
+    assert form_of(page.text)[1]["redirect_url"] == "https://lanebot.example.com/setup/callback"
 
 
 def test_env_updates_keep_other_lines_and_multiline_values():

@@ -9,7 +9,12 @@ Every request goes through `LanebotAPI._request`, the one place that
     `retry-after` seconds, or at least a minute, growing (gidgethub raises on these without
     waiting, so the raw response is read here, before gidgethub turns it into an exception),
   - sends the mutations of one installation one at a time (GitHub's advice against secondary
-    limits), while reads go concurrently.
+    limits), while reads go concurrently,
+  - keeps rate limits per installation and bounded: while one request of an installation waits
+    out a limit, that installation's other requests wait with it (a `RateLimitGate` each; other
+    installations are not touched), every wait is logged with the installation and the reset
+    time, and a request whose waits would pass `RetryPolicy.max_rate_limit_wait` in all
+    (LANEBOT_MAX_RATE_LIMIT_WAIT) fails at once with `RateLimitTooLong`, which says until when.
 
 A request that may have taken effect is not repeated blindly: a POST that creates something
 (a comment, a check run, a pull request) is not retried after a 5xx or a connection that broke
@@ -21,12 +26,13 @@ for a rate limit, or one that never left (connect failures), is always safe to r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -69,6 +75,51 @@ Clock = Callable[[], float]
 Authorization = Callable[[], Awaitable[str | None]]
 
 
+DEFAULT_MAX_RATE_LIMIT_WAIT = 300.0
+
+
+class RateLimitTooLong(Exception):
+    """GitHub's rate limit would keep a request waiting longer than lanebot waits in all."""
+
+    def __init__(self, who: str, request: str, seconds: float, until: float, cap: float) -> None:
+        self.who = who
+        self.seconds = seconds
+        self.until = datetime.fromtimestamp(until, UTC)
+        self.cap = cap
+        super().__init__(
+            f"GitHub rate-limited {who} until {self.until:%Y-%m-%d %H:%M:%S} UTC ({request}): waiting "
+            f"{seconds:.0f} s more would pass lanebot's cap of {cap:.0f} s (LANEBOT_MAX_RATE_LIMIT_WAIT), "
+            "so the call failed; retry it after the reset"
+        )
+
+
+class RateLimitGate:
+    """One installation's rate limit: closed while one of its requests waits one out, so that
+    the installation's other requests wait with it rather than ask GitHub again."""
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+        self._closers = 0
+        self.until: float | None = None  # epoch seconds, while closed
+
+    async def wait_open(self) -> None:
+        await self._open.wait()
+
+    @contextlib.contextmanager
+    def closed_until(self, until: float) -> Iterator[None]:
+        self._closers += 1
+        self.until = max(self.until or until, until)
+        self._open.clear()
+        try:
+            yield
+        finally:
+            self._closers -= 1
+            if self._closers == 0:
+                self.until = None
+                self._open.set()
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How long to wait before trying a failed request again, or None for "do not retry"."""
@@ -78,6 +129,7 @@ class RetryPolicy:
     backoff_cap: float = 60.0
     secondary_wait: float = 60.0  # GitHub: "wait for at least one minute", then longer
     reset_slack: float = 1.0  # our clock and GitHub's differ a little
+    max_rate_limit_wait: float = DEFAULT_MAX_RATE_LIMIT_WAIT  # all of one request's rate-limit waits together
 
     def after_response(
         self,
@@ -149,6 +201,8 @@ class LanebotAPI(HttpxGitHubAPI):
         base_url: str = DEFAULT_API_URL,
         authorization: Authorization | None = None,
         mutation_lock: asyncio.Lock | None = None,
+        rate_limit: RateLimitGate | None = None,
+        who: str = "lanebot",
         on_unauthorized: Callable[[], None] | None = None,
         policy: RetryPolicy = RetryPolicy(),
         sleep: Sleep = asyncio.sleep,
@@ -157,6 +211,8 @@ class LanebotAPI(HttpxGitHubAPI):
         super().__init__(http, REQUESTER, base_url=base_url)
         self._authorization = authorization
         self._mutation_lock = mutation_lock
+        self._gate = rate_limit if rate_limit is not None else RateLimitGate()
+        self._who = who
         self._on_unauthorized = on_unauthorized
         self._policy = policy
         self._sleep = sleep
@@ -181,7 +237,9 @@ class LanebotAPI(HttpxGitHubAPI):
         self, method: str, url: str, headers: Mapping[str, str], body: bytes
     ) -> tuple[int, Mapping[str, str], bytes]:
         repeatable = may_repeat(method, url)
+        request = f"{method} {urlsplit(url).path}"
         retries = 0
+        waited = await self._wait_at_gate(request)
         while True:
             request_headers = await self._headers(headers)
             try:
@@ -192,15 +250,52 @@ class LanebotAPI(HttpxGitHubAPI):
                 )
                 if delay is None:
                     raise
-                outcome = type(error).__name__
+                log.warning("%s: %s; retry %d in %.0f s", request, type(error).__name__, retries + 1, delay)
+                await self._sleep(delay)
             else:
                 delay = self._delay_after(response, retries, repeatable)
                 if delay is None:
                     return response
-                outcome = f"HTTP {response[0]}"
-            log.warning("%s %s: %s; retry %d in %.0f s", method, urlsplit(url).path, outcome, retries + 1, delay)
-            await self._sleep(delay)
+                if response[0] in (403, 429):
+                    waited += await self._wait_out_rate_limit(request, response[0], delay, waited, retries)
+                else:
+                    log.warning("%s: HTTP %d; retry %d in %.0f s", request, response[0], retries + 1, delay)
+                    await self._sleep(delay)
             retries += 1
+
+    async def _wait_at_gate(self, request: str) -> float:
+        """Wait while another request of this installation waits out a limit; return the seconds it should take."""
+        until = self._gate.until
+        if until is None:
+            return 0.0
+        seconds = max(until - self._clock(), 0.0)
+        self._check_cap(request, seconds, 0.0, until)
+        log.info("%s waits %.0f s for %s's rate limit to lift", request, seconds, self._who)
+        await self._gate.wait_open()
+        return seconds
+
+    async def _wait_out_rate_limit(self, request: str, status: int, delay: float, waited: float, retries: int) -> float:
+        until = self._clock() + delay
+        self._check_cap(request, delay, waited, until)
+        log.warning(
+            "GitHub rate-limited %s (%s: HTTP %d); waiting %.0f s, until %s UTC (retry %d)",
+            self._who,
+            request,
+            status,
+            delay,
+            datetime.fromtimestamp(until, UTC).strftime("%H:%M:%S"),
+            retries + 1,
+        )
+        with self._gate.closed_until(until):
+            await self._sleep(delay)
+        return delay
+
+    def _check_cap(self, request: str, seconds: float, waited: float, until: float) -> None:
+        cap = self._policy.max_rate_limit_wait
+        if waited + seconds > cap:
+            error = RateLimitTooLong(self._who, request, seconds, until, cap)
+            log.error("%s", error)
+            raise error
 
     def _delay_after(
         self, response: tuple[int, Mapping[str, str], bytes], retries: int, repeatable: bool
@@ -286,10 +381,14 @@ class GitHubApp:
         settings: AppIdentity,
         http: httpx.AsyncClient | None = None,
         *,
-        policy: RetryPolicy = RetryPolicy(),
+        policy: RetryPolicy | None = None,
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.time,
     ) -> None:
+        if policy is None:
+            policy = RetryPolicy(
+                max_rate_limit_wait=getattr(settings, "max_rate_limit_wait", DEFAULT_MAX_RATE_LIMIT_WAIT)
+            )
         self.settings = settings
         self.http = http if http is not None else httpx.AsyncClient(timeout=httpx.Timeout(30.0))
         self._owns_http = http is None
@@ -297,6 +396,7 @@ class GitHubApp:
         self._clock = clock
         self._signing_key = signing_key(settings.private_key)
         self._mutation_locks: dict[int, asyncio.Lock] = {}
+        self._rate_limits: dict[int | None, RateLimitGate] = {}  # None: the App's own (JWT) requests
         self.tokens = InstallationTokens(self.app_client(), settings.app_id, self._signing_key, clock=clock)
 
     def __repr__(self) -> str:
@@ -316,7 +416,15 @@ class GitHubApp:
         async def bearer() -> str:
             return f"Bearer {app_jwt(self.settings.app_id, self._signing_key, now=self._clock())}"
 
-        return AppClient(self.http, authorization=bearer, **self._options)
+        return AppClient(self.http, authorization=bearer, rate_limit=self._gate(None), who="the App", **self._options)
+
+    def rate_limited_until(self, installation_id: int | None) -> datetime | None:
+        """When the rate limit a request of the installation (None: the App) waits out lifts; None if none does."""
+        until = self._rate_limits[installation_id].until if installation_id in self._rate_limits else None
+        return datetime.fromtimestamp(until, UTC) if until is not None else None
+
+    def _gate(self, installation_id: int | None) -> RateLimitGate:
+        return self._rate_limits.setdefault(installation_id, RateLimitGate())
 
     def installation_client(self, installation_id: int, repository: str | None) -> InstallationClient:
         """A client acting as the installation with a token scoped to `repository` ("owner/name")."""
@@ -330,6 +438,8 @@ class GitHubApp:
             repository=repository,
             authorization=token,
             mutation_lock=self._mutation_locks.setdefault(installation_id, asyncio.Lock()),
+            rate_limit=self._gate(installation_id),
+            who=f"installation {installation_id}",
             on_unauthorized=lambda: self.tokens.forget(installation_id, repository),
             **self._options,
         )

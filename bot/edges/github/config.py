@@ -7,6 +7,12 @@ Where the file comes from follows Probot's conventions, so maintainers already k
     as a base (followed recursively, with a loop guard and a depth limit); the extending
     file's keys override the base's. A bare `repo` means the extending file's own owner.
 
+`_extends` to a repository of another owner is refused unless the host allows that owner:
+`extends_owners` (the host's LANEBOT_ALLOW_EXTENDS_OWNERS, names or `*` for any owner). A file
+it loads decides what lanebot runs on the repository (`verify`, the agents, who may approve), so
+the host says whose files it trusts; the repository's own owner (and its `.github` repository) is
+always trusted.
+
 A missing file (404) is "no configuration"; a missing `_extends` target is an error (a typo
 must not silently drop the shared settings); any other API failure propagates. The files are
 handed, base first, to the workflow loader, which merges and validates them.
@@ -21,7 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +39,8 @@ from bot.core.workflow import WorkflowError, parse_yaml
 CONFIG_PATH = ".github/lanebot.yml"
 OWNER_DEFAULTS_REPO = ".github"
 MAX_EXTENDS = 5  # `_extends` hops followed from the first file
+EXTENDS_OWNERS_SETTING = "LANEBOT_ALLOW_EXTENDS_OWNERS"
+ANY_OWNER = "*"
 
 _EXTENDS = re.compile(
     r"(?:(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/)?"
@@ -71,10 +79,33 @@ def parse_extends(value: Any, extending: ConfigLocation) -> ConfigLocation:
     )
 
 
+def refuse_foreign_owner(
+    target: ConfigLocation, extending: ConfigLocation, repository_owner: str, extends_owners: Collection[str]
+) -> None:
+    """Raise unless `target`'s owner is the repository's own or one the host allows."""
+    allowed = {name.lower() for name in extends_owners}
+    if target.owner.lower() == repository_owner.lower() or ANY_OWNER in allowed or target.owner.lower() in allowed:
+        return
+    raise WorkflowError(
+        [
+            f"{extending.source}: `_extends: {target.owner}/{target.repo}` names a repository of another owner "
+            f"({target.owner}), and a file it loads decides what lanebot runs on {repository_owner}'s repositories; "
+            f"this host allows that only for owners listed in {EXTENDS_OWNERS_SETTING} "
+            f"(e.g. {EXTENDS_OWNERS_SETTING}={target.owner})"
+        ]
+    )
+
+
 async def load_config_chain(
-    client: GitHubAPI, owner: str, repo: str, ref: str | None = None
+    client: GitHubAPI,
+    owner: str,
+    repo: str,
+    ref: str | None = None,
+    *,
+    extends_owners: Collection[str] = (),
 ) -> list[tuple[str, dict[str, Any]]]:
-    """Every configuration file that applies, as (source, mapping), base first; [] when none."""
+    """Every configuration file that applies, as (source, mapping), base first; [] when none.
+    `_extends` may name another owner's repository only when `extends_owners` lists that owner."""
     first = await _first_file(client, owner, repo, ref)
     if first is None:
         return []
@@ -84,6 +115,7 @@ async def load_config_chain(
         if len(chain) > MAX_EXTENDS:
             raise WorkflowError([f"{location.source}: `_extends` goes deeper than {MAX_EXTENDS} files"])
         target = parse_extends(extends, location)
+        refuse_foreign_owner(target, location, owner, extends_owners)
         _refuse_loop(chain, target)
         text = await read_file(client, target)
         if text is None:

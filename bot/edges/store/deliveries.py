@@ -15,6 +15,7 @@ answers (bench/intake.py; docs/benchmarks.md). Another process still waits on th
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,12 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import func, or_, text, update
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 from sqlmodel import col, select
 
-from bot.edges.store.db import insert_ignoring_duplicates, session
+from bot.edges.store.db import SQLITE_BUSY_TIMEOUT_MS, insert_ignoring_duplicates, session
 from bot.edges.store.models import Delivery, utc_now
 
 _DELIVERIES = Delivery.__table__  # type: ignore[attr-defined]
@@ -65,19 +66,21 @@ def record(
     return is_new
 
 
-def record_many(engine: Engine, batch: Sequence[NewDelivery]) -> list[bool]:
+def record_many(engine: Engine, batch: Sequence[NewDelivery], *, lock_timeout: float | None = None) -> list[bool]:
     """Store deliveries as pending in one transaction (one commit), INSERTed in the order given.
 
     For each delivery, in order: True if it is new, False if its id was already stored, by an
     earlier delivery of `batch` too. If any INSERT fails, nothing of the batch is stored and the
-    error is raised.
+    error is raised. `lock_timeout` (seconds) bounds how long the INSERT waits for another
+    writer's lock (SQLite's busy timeout, PostgreSQL's lock_timeout); past it the database
+    raises, and `is_lock_timeout` says so. None: the engine's own wait (30 s on SQLite).
     """
     rows = [_pending_row(delivery) for delivery in batch]
     if not rows:
         return []
     # One executemany: SQLAlchemy sends the rows as one multi-row INSERT, whose rows the database
     # inserts in the order listed (SQLite and PostgreSQL alike), so `seq` keeps the arrival order.
-    with _one_writer(engine), engine.begin() as connection:
+    with _one_writer(engine, lock_timeout), engine.begin() as connection, _lock_wait(connection, lock_timeout):
         inserted = set(connection.execute(_record_statement(engine), rows).scalars())
     return _first_copies_inserted([row["delivery_id"] for row in rows], inserted)
 
@@ -125,10 +128,26 @@ def _record_statement(engine: Engine) -> Insert:
     return statement
 
 
-def claim_pending(engine: Engine, limit: int) -> list[Delivery]:
-    """The oldest `limit` deliveries not yet processed, in arrival (`seq`) order."""
+def claim_pending(
+    engine: Engine,
+    limit: int,
+    *,
+    exclude: frozenset[int] = frozenset(),
+    exclude_installations: frozenset[int | None] = frozenset(),
+) -> list[Delivery]:
+    """The oldest `limit` deliveries not yet processed, in arrival (`seq`) order, leaving out the
+    seqs in `exclude` (those the dispatcher has in hand) and the installations in
+    `exclude_installations` (None: deliveries without one)."""
     _require_positive(limit)
-    query = select(Delivery).where(Delivery.status == "pending").order_by(col(Delivery.seq)).limit(limit)
+    query = select(Delivery).where(Delivery.status == "pending")
+    if exclude:
+        query = query.where(col(Delivery.seq).not_in(sorted(exclude)))
+    installation = col(Delivery.installation_id)
+    if None in exclude_installations:
+        query = query.where(installation.is_not(None))
+    if ids := sorted(each for each in exclude_installations if each is not None):
+        query = query.where(or_(installation.is_(None), installation.not_in(ids)))
+    query = query.order_by(col(Delivery.seq)).limit(limit)
     with session(engine) as db:
         return list(db.exec(query).all())
 
@@ -154,15 +173,59 @@ def _finish(engine: Engine, seq: int, *, status: str, error: str | None, now: da
             raise LookupError(f"no delivery with seq {seq} is stored")
 
 
+class LockTimeout(Exception):
+    """This process's other writer held the database longer than the caller would wait."""
+
+
 @contextmanager
-def _one_writer(engine: Engine) -> Iterator[None]:
-    """On SQLite, hold this process's lock for the database file while writing; elsewhere nothing."""
+def _one_writer(engine: Engine, timeout: float | None = None) -> Iterator[None]:
+    """On SQLite, hold this process's lock for the database file while writing (waiting at most
+    `timeout` seconds for it; None: as long as it takes); elsewhere nothing."""
     if engine.dialect.name != "sqlite":
         yield
         return
     lock = _SQLITE_WRITE_LOCKS.setdefault(str(engine.url), threading.Lock())
-    with lock:
+    if not lock.acquire(timeout=-1 if timeout is None else timeout):
+        raise LockTimeout(f"another writer of this process held the database for {timeout:g} s")
+    try:
         yield
+    finally:
+        lock.release()
+
+
+@contextmanager
+def _lock_wait(connection: Connection, seconds: float | None) -> Iterator[None]:
+    """Within the block, wait at most `seconds` for another writer's lock (None: the default wait)."""
+    if seconds is None:
+        yield
+        return
+    milliseconds = max(int(seconds * 1000), 1)
+    if connection.dialect.name != "sqlite":
+        connection.execute(text(f"SET LOCAL lock_timeout = {milliseconds}"))  # undone at the transaction's end
+        yield
+        return
+    connection.exec_driver_sql(f"PRAGMA busy_timeout={milliseconds}")
+    try:
+        yield
+    finally:
+        connection.exec_driver_sql(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+
+
+def is_lock_timeout(error: BaseException) -> bool:
+    """Whether `error` is the database giving up waiting for another writer's lock."""
+    cause = getattr(error, "orig", None) or error
+    if isinstance(cause, LockTimeout):
+        return True
+    if isinstance(cause, sqlite3.OperationalError):
+        return "locked" in str(cause) or "busy" in str(cause)
+    return getattr(cause, "sqlstate", None) == "55P03"  # PostgreSQL's lock_not_available
+
+
+def probe_write(engine: Engine, *, lock_timeout: float) -> None:
+    """Write to the database and commit, changing nothing: raises if it cannot be written now
+    (read-only, disk full, locked for longer than `lock_timeout` seconds). Cheap: one row."""
+    with _one_writer(engine, lock_timeout), engine.begin() as connection, _lock_wait(connection, lock_timeout):
+        connection.execute(text("UPDATE alembic_version SET version_num = version_num"))
 
 
 def waiting_count(engine: Engine) -> int:

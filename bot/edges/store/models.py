@@ -149,6 +149,10 @@ class Run(SQLModel, table=True):
     requested_by: str = Field(nullable=False)
     plan_revision: int = Field(default=0, nullable=False)
     approved_revision: int | None = Field(default=None)
+    # The issue as it was when the plan was approved (the `/approve` comment's delivery): what every
+    # later step (lanes, integrate, the pull request) reads, never the issue as edited since.
+    approved_issue_title: str | None = _text()
+    approved_issue_body: str | None = _text()
     integration_branch: str | None = Field(default=None)
     pr_number: int | None = Field(default=None)
     gate_comment_id: int | None = _github_id()

@@ -8,6 +8,7 @@ A new module is added to the list below.
 from gidgethub import routing
 
 from bot.web.handlers import (
+    access,
     check_run,
     installation,
     issue_comment,
@@ -19,6 +20,7 @@ from bot.web.handlers import (
 )
 
 router = routing.Router(
+    access.router,
     check_run.router,
     installation.router,
     issue_comment.router,

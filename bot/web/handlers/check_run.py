@@ -35,7 +35,7 @@ from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.store import runs
 from bot.render.checks import rerun_note
 from bot.runner.context import GitHubContext, IssueContext
-from bot.runner.repository_workflow import load_repository_workflow
+from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
 from bot.web.dispatcher import HandlerContext
 from bot.web.handlers.issues import is_bot_account, jobs_of
 
@@ -180,9 +180,16 @@ async def _may_command(context: GitHubContext, payload: dict[str, Any], reposito
         return False
     installation_id = int(payload["installation"]["id"])
     owner, name = split_repository(repository)
-    workflow = await load_repository_workflow(context.github.installation_client(installation_id, None), owner, name)
+    workflow = await load_repository_workflow(
+        context.github.installation_client(installation_id, None),
+        owner,
+        name,
+        extends_owners=allowed_extends_owners(context.github),
+    )
     client = context.github.installation_client(installation_id, repository)
-    decision = await authorise(client, repository, sender["login"], workflow.gate, cache_for(context.github))
+    decision = await authorise(
+        client, repository, sender["login"], workflow.gate, cache_for(context.github), user_id=sender.get("id")
+    )
     if not decision.allowed:
         log.info("re-run by %s ignored: %s", sender["login"], decision.reason)
     return decision.allowed

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from anyio import to_thread
@@ -69,7 +69,8 @@ async def on_comment_created(event: sansio.Event, *, context: HandlerContext, **
         return
     if (payload.get("issue") or {}).get("pull_request"):
         return  # commands on pull requests (`/fix`) are bot/web/handlers/pull_comment.py's
-    await Conversation(context, IssueTarget.from_payload(payload), comment, parsed).handle()
+    issue = payload.get("issue") or {}
+    await Conversation(context, IssueTarget.from_payload(payload), comment, parsed, issue=issue).handle()
 
 
 @dataclass
@@ -80,6 +81,7 @@ class Conversation:
     target: IssueTarget
     comment: dict[str, Any]
     parsed: ParsedComment
+    issue: Mapping[str, Any] = field(default_factory=dict)  # the issue as the delivery showed it
 
     @property
     def login(self) -> str:
@@ -101,7 +103,12 @@ class Conversation:
             return
         client = self.target.client(self.context)
         decision = await authorise(
-            client, self.target.repository, self.login, workflow.gate, cache_for(self.context.github)
+            client,
+            self.target.repository,
+            self.login,
+            workflow.gate,
+            cache_for(self.context.github),
+            user_id=self.comment["user"].get("id"),
         )
         if not decision.allowed:
             await self.refuse(items[0], decision.reason or "not allowed", await self.state())
@@ -226,13 +233,21 @@ async def _plan(talk: Conversation, command: Command) -> None:
 
 
 async def _approve(talk: Conversation, command: Command) -> None:
-    moved = await talk.move(command, Event.APPROVE, approved_revision=_LATEST_REVISION)
+    # The issue as GitHub showed it when the approval was written (the delivery's own copy), stored
+    # with the approval: the lanes and the pull request read it, never the issue as edited since.
+    moved = await talk.move(command, Event.APPROVE, approved_revision=_LATEST_REVISION, **_issue_snapshot(talk.issue))
     if moved is None:
         return
     run, _ = moved
     assert run.id is not None
     await to_thread.run_sync(runs.append_event, talk.context.engine, run.id, "approved", {"by": talk.login})
     jobs_of(talk.context).build(run.id)
+
+
+def _issue_snapshot(issue: Mapping[str, Any]) -> dict[str, str]:
+    if not isinstance(issue.get("title"), str):
+        return {}  # no copy of the issue in the delivery: the run reads it from GitHub
+    return {"approved_issue_title": issue["title"], "approved_issue_body": str(issue.get("body") or "")}
 
 
 async def _reject(talk: Conversation, command: Command) -> None:

@@ -29,7 +29,7 @@ from bot.edges.store import runs
 from bot.render.answers import render_refusal
 from bot.runner.context import BackgroundJobs, EngineContext, GitHubContext, IssueContext, JobsContext
 from bot.runner.plan import PlanRequest, issue_run, record_plan_request
-from bot.runner.repository_workflow import load_repository_workflow
+from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
 from bot.web.dispatcher import HandlerContext
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,10 @@ class IssueTarget:
         owner's `.github` repository, which a repository-scoped token cannot see)."""
         owner, name = split_repository(self.repository)
         return await load_repository_workflow(
-            context.github.installation_client(self.installation_id, None), owner, name
+            context.github.installation_client(self.installation_id, None),
+            owner,
+            name,
+            extends_owners=allowed_extends_owners(context.github),
         )
 
 
@@ -137,7 +140,12 @@ async def plan_on_trigger_label(event: sansio.Event, *, context: HandlerContext,
     quoted = f"label {label}"
     answer_marker = marker("answer", None, delivery=event.delivery_id.replace("-", "") or "unknown")
     decision = await authorise(
-        target.client(context), target.repository, login, workflow.gate, cache_for(context.github)
+        target.client(context),
+        target.repository,
+        login,
+        workflow.gate,
+        cache_for(context.github),
+        user_id=sender.get("id"),
     )
     if not decision.allowed:
         state = await _current_state(context, target)

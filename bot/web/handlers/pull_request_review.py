@@ -25,7 +25,7 @@ from bot.core.workflow import WorkflowError
 from bot.edges.github.issues import post_or_update_marked_comment, split_repository
 from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.store import runs
-from bot.runner.repository_workflow import load_repository_workflow
+from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
 from bot.runner.review.queue import request_fix
 from bot.web.dispatcher import HandlerContext
 from bot.web.handlers.issues import is_bot_account
@@ -60,7 +60,12 @@ async def review_submitted(event: sansio.Event, *, context: HandlerContext, **_:
     client = context.github.installation_client(installation, repository)
     answer_marker = marker("answer", run.id, review=int(review["id"]))
     try:
-        workflow = await load_repository_workflow(context.github.installation_client(installation, None), owner, name)
+        workflow = await load_repository_workflow(
+            context.github.installation_client(installation, None),
+            owner,
+            name,
+            extends_owners=allowed_extends_owners(context.github),
+        )
     except WorkflowError as error:
         body = (
             f"{answer_marker}\n@{login}: your review starts no fix lane: lanebot cannot read this "
@@ -68,7 +73,9 @@ async def review_submitted(event: sansio.Event, *, context: HandlerContext, **_:
         )
         await post_or_update_marked_comment(client, repository, number, body, marker=answer_marker)
         return
-    decision = await authorise(client, repository, login, workflow.gate, cache_for(context.github))
+    decision = await authorise(
+        client, repository, login, workflow.gate, cache_for(context.github), user_id=review["user"].get("id")
+    )
     if not decision.allowed:
         body = (
             f"{answer_marker}\n@{login}: your review starts no fix lane: "
