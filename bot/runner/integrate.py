@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gidgethub import BadRequest
+from gidgethub import BadRequest, GitHubBroken
 
 from bot.core.checks import VERIFY_CHECK, external_id
 from bot.core.ere import match_paths
@@ -69,6 +69,8 @@ __all__ = [
 
 PR_FILE = ".lanebot/pr.md"
 INTEGRATION_WORKTREE = "_integration"  # unit ids are slugs, which never start with "_"
+# How often a pull request is asked for when GitHub answers 5xx and none is open afterwards.
+PULL_ATTEMPTS = 3
 
 
 # --------------------------------------------------------------------------- merging
@@ -532,15 +534,23 @@ async def open_pull_request(rt: Runtime, *, title: str, body: str) -> dict[str, 
             "body": body,
             "draft": rt.workflow.pull_request.draft,
         }
-        try:
-            created: dict[str, Any] = await rt.client.post(
-                "/repos/{owner}/{repo}/pulls", {"owner": owner, "repo": name}, data=data
-            )
-            return created
-        except BadRequest as error:
-            existing = await _find_pull(rt, owner, name, branch) if error.status_code == 422 else None
-            if existing is None:
-                raise
+        for attempt in range(1, PULL_ATTEMPTS + 1):
+            try:
+                created: dict[str, Any] = await rt.client.post(
+                    "/repos/{owner}/{repo}/pulls", {"owner": owner, "repo": name}, data=data
+                )
+                return created
+            except (BadRequest, GitHubBroken) as error:
+                # 422: one exists already (a race); 5xx: GitHub may have opened it all the same.
+                if isinstance(error, BadRequest) and error.status_code != 422:
+                    raise
+                existing = await _find_pull(rt, owner, name, branch)
+                if existing is not None:
+                    break
+                if isinstance(error, BadRequest) or attempt == PULL_ATTEMPTS:
+                    raise
+                log.warning("opening the pull request of %s failed (%s); none is open, trying again", branch, error)
+        assert existing is not None
     if existing.get("title") != title or existing.get("body") != body:
         existing = await rt.client.patch(
             "/repos/{owner}/{repo}/pulls/{pull_number}",

@@ -27,6 +27,7 @@ from bot.edges.github.client import (
     RetryPolicy,
     convert_manifest,
     find_comment_by_marker,
+    may_repeat,
 )
 from bot.edges.settings import Settings
 
@@ -695,3 +696,18 @@ def test_find_comment_by_marker_finds_lanebots_comment_on_any_page_and_ignores_h
     assert found["id"] == 3
     assert absent is None
     assert by_author["id"] == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "repeatable"),
+    [
+        ("POST", "https://api.github.com/repos/octo/widgets/labels", True),  # a repeat is 422 already_exists
+        ("POST", "https://api.github.com/repos/octo/widgets/issues/5/labels", True),  # labels are a set
+        ("POST", "https://api.github.com/repos/octo/widgets/issues/5/comments", False),  # a second comment
+        ("POST", "https://api.github.com/repos/octo/widgets/pulls", False),
+        ("POST", "https://api.github.com/repos/octo/widgets/check-runs", False),
+        ("PATCH", "https://api.github.com/repos/octo/widgets/issues/comments/9", True),
+    ],
+)
+def test_only_requests_whose_repetition_is_harmless_may_be_sent_again(method: str, url: str, repeatable: bool) -> None:
+    assert may_repeat(method, url) is repeatable

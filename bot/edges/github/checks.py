@@ -8,14 +8,20 @@ one (what GitHub does allow: its output and actions).
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from gidgethub import GitHubBroken
 from gidgethub.abc import GitHubAPI
 
 from bot.core.checks import TITLE_LIMIT, CheckReport, fit_summary
 from bot.core.text import shorten
 from bot.edges.github.issues import split_repository
+
+log = logging.getLogger(__name__)
+# How often a check run is asked for when GitHub answers 5xx and none is there afterwards.
+CREATE_ATTEMPTS = 3
 
 __all__ = ["acknowledge_rerun", "find_check", "finish_check", "start_check"]
 
@@ -47,24 +53,33 @@ async def find_check(
 async def start_check(
     client: GitHubAPI, repository: str, *, name: str, head_sha: str, external: str, title: str, summary: str
 ) -> int:
-    """An `in_progress` check run on `head_sha`: the one already there, else a new one. Its id."""
-    existing = await find_check(client, repository, head_sha, name, external)
-    if existing is not None and existing.get("status") != "completed":
-        return int(existing["id"])
+    """An `in_progress` check run on `head_sha`: the one already there, else a new one. Its id.
+
+    A 5xx on the create may have made it all the same: it is looked for again (by name and
+    external id) before it is asked for again, up to CREATE_ATTEMPTS times."""
     owner, repo = split_repository(repository)
-    created = await client.post(
-        "/repos/{owner}/{repo}/check-runs",
-        {"owner": owner, "repo": repo},
-        data={
-            "name": name,
-            "head_sha": head_sha,
-            "status": "in_progress",
-            "external_id": external,
-            "started_at": _now(),
-            "output": {"title": shorten(title, TITLE_LIMIT), "summary": fit_summary(summary)},
-        },
-    )
-    return int(created["id"])
+    data = {
+        "name": name,
+        "head_sha": head_sha,
+        "status": "in_progress",
+        "external_id": external,
+        "started_at": _now(),
+        "output": {"title": shorten(title, TITLE_LIMIT), "summary": fit_summary(summary)},
+    }
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        existing = await find_check(client, repository, head_sha, name, external)
+        if existing is not None and existing.get("status") != "completed":
+            return int(existing["id"])
+        try:
+            created = await client.post("/repos/{owner}/{repo}/check-runs", {"owner": owner, "repo": repo}, data=data)
+            return int(created["id"])
+        except GitHubBroken:
+            if attempt == CREATE_ATTEMPTS:
+                raise
+            log.warning(
+                "creating check run %r on %s failed with a 5xx; looking for it before asking again", name, head_sha
+            )
+    raise AssertionError("unreachable")
 
 
 async def finish_check(client: GitHubAPI, repository: str, check_run_id: int, report: CheckReport) -> None:

@@ -56,11 +56,13 @@ _GIDGETHUB_DEFAULT_ACCEPT = sansio.accept_format()
 
 # POSTs whose repetition changes nothing (or nothing that matters), so they may be retried
 # like the idempotent methods: minting a token, asking for a redelivery (intake deduplicates
-# by delivery id), adding labels and requested reviewers (sets), reactions (GitHub returns the
-# existing one) and GraphQL, to which lanebot sends queries only.
+# by delivery id), creating a repository's label (a repeat is a 422 `already_exists`, which the
+# caller takes as done), adding labels and requested reviewers (sets), reactions (GitHub returns
+# the existing one) and GraphQL, to which lanebot sends queries only.
 _REPEATABLE_POSTS = re.compile(
     r"(/app/installations/\d+/access_tokens"
     r"|/app/hook/deliveries/\d+/attempts"
+    r"|/repos/[^/]+/[^/]+/labels"
     r"|/issues/\d+/labels"
     r"|/pulls/\d+/requested_reviewers"
     r"|/reactions"

@@ -17,7 +17,7 @@ import logging
 from typing import Any
 
 import httpx
-from gidgethub import BadRequest
+from gidgethub import BadRequest, GitHubBroken
 from gidgethub.abc import GitHubAPI
 
 from bot.core.labels import LabelChanges, label_changes, missing_labels
@@ -102,13 +102,14 @@ async def post_or_update_marked_comment(
 
     Looks for the comment first (written by a bot, or by `author`); edits it when its body
     differs, creates it when there is none. `body` must contain `marker`. When a POST's answer
-    is lost (a transport error after the request left), the comment is looked for again before
-    anything is posted again, up to POST_ATTEMPTS times; then the last error is raised.
+    is lost (a transport error after the request left) or is a 5xx (GitHub may have made the
+    comment all the same), the comment is looked for again before anything is posted again, up to
+    POST_ATTEMPTS times; then the last error is raised.
     """
     if marker not in body:
         raise ValueError(f"the comment body must contain its marker {marker!r}, so it can be found again")
     owner, name = split_repository(repository)
-    lost: httpx.TransportError | None = None
+    lost: httpx.TransportError | GitHubBroken | None = None
     for _ in range(POST_ATTEMPTS):
         existing = await find_comment_by_marker(client, repository, issue_number, marker, author=author)
         if existing is not None:
@@ -122,7 +123,8 @@ async def post_or_update_marked_comment(
                 data={"body": body},
             )
             return created
-        except httpx.TransportError as error:
+        except (httpx.TransportError, GitHubBroken) as error:
+            # Lost answer or a 5xx: the comment may or may not exist now; look before posting again.
             log.warning(
                 "posting comment %s on %s#%d lost its answer (%s); looking for it before trying again",
                 marker,
