@@ -25,6 +25,7 @@ import dataclasses
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from anyio import to_thread
@@ -43,6 +44,8 @@ __all__ = ["BUILD_UNAVAILABLE", "ORCHESTRATOR_MODULE", "Jobs", "JobsOwnContext",
 ORCHESTRATOR_MODULE = "bot.runner.orchestrator"
 BUILD_UNAVAILABLE = "build_unavailable"  # the run event written while there is no orchestrator
 JOB_FAILED = "job_failed"
+# How far back start-up shows finished runs' states on their issues again (see resume).
+RELABEL_WINDOW = timedelta(hours=6)
 
 # What does a review request of each kind: the one table of review steps (bot.runner.review.queue
 # takes it as an argument, so that the steps, which use the queue, are not imported by it).
@@ -146,6 +149,15 @@ class Jobs(Generic[C]):
                 self.build(run.id)
         for run_id in await review_queue.resume(self.context):
             self.review(run_id)
+        # A run that ended just before a crash may have ended before its labels followed (the state
+        # is written first): show each recent one's state again. Idempotent, one read when right.
+        since = datetime.now(UTC) - RELABEL_WINDOW
+        for run in await to_thread.run_sync(runs.recently_finished_runs, self.context.engine, since):
+            assert run.id is not None
+            self._schedule(("labels", run.id), self._relabel(run.repository, run.issue_number))
+
+    def _relabel(self, repository: str, issue_number: int) -> Callable[[], Awaitable[None]]:
+        return lambda: planning.follow_labels(self.context, repository, issue_number)
 
     async def stop(self) -> None:
         """Cancel every running job and wait for them; their runs stay for the next start."""

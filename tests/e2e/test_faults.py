@@ -88,23 +88,7 @@ def test_one_502_on_a_creating_post_still_ends_in_one_pull_request(tmp_path, rou
 # -- 2. SIGKILL -----------------------------------------------------------------------------------
 
 
-STALE_LABELS = (
-    "killed between the pull request's creation and its labels, lanebot finds the run `done` on restart "
-    "(the transition is written before its projections) and bot/runner/jobs.py resume() only picks up unfinished "
-    "runs, so nothing projects the done state again: the held `lanebot:done` POST lands, `lanebot:running` is never "
-    "removed, and the issue shows both state labels for good (the progress comment stays stale too)"
-)
-
-
-@pytest.mark.parametrize(
-    "point",
-    [
-        pytest.param(
-            point, marks=pytest.mark.xfail(strict=True, reason=STALE_LABELS) if point == "pull request" else ()
-        )
-        for point in cases.KILL_POINTS
-    ],
-)
+@pytest.mark.parametrize("point", cases.KILL_POINTS)
 def test_lanebot_sigkilled_and_restarted_still_ends_in_one_pull_request_each_lane_merged_once(tmp_path, point):
     tally = cases.sigkill(tmp_path, runs=1, seed=sum(map(ord, point)), points=(point,))
     assert tally.faults == 1, tally.notes  # the kill happened

@@ -150,6 +150,18 @@ def unfinished_runs(engine: Engine) -> list[Run]:
         return list(db.exec(query).all())
 
 
+def recently_finished_runs(engine: Engine, since: datetime, *, limit: int = 100) -> list[Run]:
+    """Runs that ended (any state with no work left) and changed since `since`, newest first."""
+    query = (
+        select(Run)
+        .where(col(Run.state).not_in(UNFINISHED_RUN_STATES), col(Run.updated_at) >= since)
+        .order_by(col(Run.updated_at).desc())
+        .limit(limit)
+    )
+    with session(engine) as db:
+        return list(db.exec(query).all())
+
+
 def transition(
     engine: Engine,
     run_id: int,
