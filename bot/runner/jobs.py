@@ -144,7 +144,9 @@ class Jobs(Generic[C]):
             if run.state == "planning":
                 self.plan(run.id)
             elif run.state == "awaiting_approval":
+                # Killed after the gate's state was written and before its label followed.
                 self.publish_gate(run.id)
+                self._schedule(("labels", run.id), self._relabel(run.repository, run.issue_number))
             elif run.state in ("running", "integrating"):
                 self.build(run.id)
         for run_id in await review_queue.resume(self.context):
