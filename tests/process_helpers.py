@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -37,3 +39,20 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+def kill_processes_under(folder: Path) -> None:
+    """SIGKILL every process (but this one) whose command line names `folder`: what a killed lanebot
+    of a test left running there (agents, checks)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(folder) in cmdline:
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                pass

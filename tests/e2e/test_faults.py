@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-from pathlib import Path
 
 import pytest
 
 from tests.e2e import chaos_cases as cases
+from tests.process_helpers import kill_processes_under
 
 pytestmark = pytest.mark.slow
 
@@ -29,23 +28,7 @@ STEP_TIMEOUT = 45.0  # each step of a run; a hang guard, never a timing assertio
 def bounded_steps(monkeypatch, tmp_path):
     monkeypatch.setattr(cases, "STEP_TIMEOUT", STEP_TIMEOUT)
     yield
-    _stop_leftovers(tmp_path)
-
-
-def _stop_leftovers(tmp_path: Path) -> None:
-    """Whatever a killed lanebot left running under this test's folder (agents, checks) is stopped."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(tmp_path) in cmdline:
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-            except OSError:
-                pass
+    kill_processes_under(tmp_path)
 
 
 def assert_clean(tally: cases.Tally) -> None:

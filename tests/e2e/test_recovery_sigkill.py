@@ -37,6 +37,7 @@ from tests.lanes_helpers import (
     run_git,
     unit,
 )
+from tests.process_helpers import kill_processes_under
 from tests.sandbox_helpers import SandboxRepository, served_sandbox
 
 pytestmark = pytest.mark.slow
@@ -50,18 +51,7 @@ def no_orphans_left(tmp_path):
     """SIGKILL leaves the driver's agents orphaned (as it would in production, where recovery stops
     the ones it has pids for); whatever of this test's still runs afterwards is stopped here."""
     yield
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(tmp_path) in cmdline:
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-            except OSError:
-                pass
+    kill_processes_under(tmp_path)
 
 
 def test_a_run_killed_in_lanes_in_a_merge_and_after_a_push_still_ends_in_one_pull_request(

@@ -30,6 +30,7 @@ from bot.edges.github.client import (
     may_repeat,
 )
 from bot.edges.settings import Settings
+from tests.held_sleep import HeldSleep
 
 API = "https://api.github.com"
 T0 = 1_750_000_000.0
@@ -531,20 +532,6 @@ def test_a_rate_limit_wait_is_logged_with_the_installation_and_the_reset_time(se
         f"GitHub rate-limited installation 42 (GET /repos/octocat/hello-world/issues/7: HTTP 429); waiting 60 s, until {reset} UTC"
         in caplog.text
     )
-
-
-class HeldSleep:
-    """An injected sleep that waits until released: a rate-limit wait that lasts as long as the test wants."""
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.started.set()
-        await self.release.wait()
 
 
 @respx.mock

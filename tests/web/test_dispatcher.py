@@ -14,6 +14,7 @@ from bot.edges.github.client import GitHubApp
 from bot.edges.store import deliveries
 from bot.web.dispatcher import Dispatcher, HandlerContext, describe_error
 from tests.app_helpers import as_app_delivery, make_settings, payload_files, post_delivery, running_lanebot, settle
+from tests.held_sleep import HeldSleep
 
 pytestmark = pytest.mark.anyio
 
@@ -333,17 +334,3 @@ async def test_one_installations_429_does_not_delay_anothers_delivery_and_a_wait
     assert status == "failed"
     assert error.startswith("RateLimitTooLong: GitHub rate-limited installation 1 until ")
     assert sleep.waits == [60.0]
-
-
-class HeldSleep:
-    """A sleep that lasts until the test releases it: a rate-limit wait that takes as long as needed."""
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.started.set()
-        await self.release.wait()
