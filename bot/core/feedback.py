@@ -7,7 +7,8 @@ A fix lane acts on review feedback on lanebot's pull request (bot/runner/review/
   `build_threads` joins comments into threads (a root comment and its replies, resolved and
   outdated as GitHub's GraphQL `reviewThreads` says).
 - `sort_threads` drops resolved threads and splits the rest: a thread with at least one
-  *trusted* comment (its author may approve; a bot never) is an instruction thread, to address
+  *trusted* comment (its author, matched by GitHub user id `author_id`, may approve; a bot never,
+  nor a deleted account, who has no id) is an instruction thread, to address
   and answer; the others are context threads, shown to the agent as context, never obeyed.
   `threads_json` is `.lanebot/threads.json`, what the agent reads.
 - `named_paths` and `outside_allowed`: the agent may change the files the pull request already
@@ -103,6 +104,9 @@ class ReviewComment:
     in_reply_to: int | None
     review_id: int | None
     html_url: str | None
+    # The author's GitHub user id (`user.id`): what trust is matched by, since a login can be renamed
+    # and registered by someone else. None for a deleted account (`user` null), who is never trusted.
+    author_id: int | None = None
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> ReviewComment:
@@ -110,7 +114,7 @@ class ReviewComment:
 
         Raises ValueError naming the key when a required key (`id`, `path`, `diff_hunk`, `body`,
         `user`, `user.login`) is missing or a key holds the wrong type. A deleted account's
-        comment (`user` null) is read as GitHub shows it: written by `ghost`.
+        comment (`user` null) is read as GitHub shows it: written by `ghost`, with no id.
         """
         if not isinstance(data, Mapping):
             raise ValueError(f"a review comment must be a JSON object, got {type(data).__name__}")
@@ -118,10 +122,11 @@ class ReviewComment:
         where = f"review comment {comment_id}"
         user = _required(data, "user", (Mapping, type(None)), where)
         if user is None:
-            author, kind = "ghost", "User"
+            author, kind, author_id = "ghost", "User", None
         else:
             author = _required(user, "login", str, where, prefix="user.")
             kind = _optional(user, "type", str, where, prefix="user.") or "User"
+            author_id = _optional(user, "id", int, where, prefix="user.")
         return cls(
             id=comment_id,
             path=_required(data, "path", str, where),
@@ -134,6 +139,7 @@ class ReviewComment:
             in_reply_to=_optional(data, "in_reply_to_id", int, where),
             review_id=_optional(data, "pull_request_review_id", int, where),
             html_url=_optional(data, "html_url", str, where),
+            author_id=author_id,
         )
 
 
@@ -247,8 +253,9 @@ class Brief:
 
 def _is_trusted(comment: ReviewComment, trusted: Callable[[ReviewComment], bool]) -> bool:
     # A bot is never trusted, whatever `trusted` says: lanebot's own replies (and another app's)
-    # must not become instructions.
-    return not comment.author_is_bot and bool(trusted(comment))
+    # must not become instructions. Nor is an author without a GitHub user id (a deleted account):
+    # trust is matched by id, and every deleted account's comments read as one login, `ghost`.
+    return not comment.author_is_bot and comment.author_id is not None and bool(trusted(comment))
 
 
 def sort_threads(threads: Iterable[Thread], trusted: Callable[[ReviewComment], bool]) -> Brief:

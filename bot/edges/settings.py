@@ -69,6 +69,9 @@ class Settings:
     max_lanes: int = 8
     max_runs_per_repo: int = 2
     recover_deliveries: bool = False
+    # With recover_deliveries: seconds between the passes over GitHub's failed deliveries while serving
+    # (LANEBOT_RECOVER_INTERVAL; 0: only the pass at start-up).
+    recover_interval: float = 300.0
     # Run agents, checks and verify as plain processes, out of the jail (LANEBOT_UNJAILED=1).
     unjailed: bool = False
     # More host folders the jail shows read-only (LANEBOT_JAIL_READ_ONLY, separated by `:`), e.g. a toolchain.
@@ -115,7 +118,8 @@ class Settings:
             workdir=_absolute(Path(reader.get("LANEBOT_WORKDIR", ".lanebot-work")), cwd),
             max_lanes=reader.integer("LANEBOT_MAX_LANES", 8, low=1),
             max_runs_per_repo=reader.integer("LANEBOT_MAX_RUNS_PER_REPO", 2, low=1),
-            recover_deliveries=reader.boolean("LANEBOT_RECOVER_DELIVERIES", False),
+            recover_deliveries=reader.boolean("LANEBOT_RECOVER_DELIVERIES", True),
+            recover_interval=reader.seconds("LANEBOT_RECOVER_INTERVAL", 300.0, zero=True),
             unjailed=reader.boolean("LANEBOT_UNJAILED", False),
             jail_read_only=reader.absolute_paths("LANEBOT_JAIL_READ_ONLY"),
             private_key_path=reader.private_key_path(cwd),

@@ -32,7 +32,7 @@ from bot.core.text import (
 )
 from bot.render.templates import render_template
 
-__all__ = ["LaneView", "Throttle", "failure_tail", "lane_checklist", "render_progress"]
+__all__ = ["LaneView", "RateLimitNote", "Throttle", "failure_tail", "lane_checklist", "render_progress", "shows_state"]
 
 FAILURE_LINES = 40  # lines of a failure shown under a blocked lane
 FAILURE_CHARS = 4_000
@@ -65,6 +65,34 @@ class LaneView:
         object.__setattr__(self, "state", LaneState(self.state))
         if self.round < 0 or self.attempts < 0:
             raise ValueError(f"lane {self.unit_id!r}: round and attempts must be >= 0")
+
+
+@dataclass(frozen=True)
+class RateLimitNote:
+    """The run's waits for GitHub's rate limit: how many, how long in all, until when the last."""
+
+    waits: int
+    seconds: float
+    until: datetime
+    waiting: bool  # the last wait has not ended yet
+
+    def line(self) -> Escaped:
+        until = f"{self.until:%H:%M} UTC"
+        if self.waiting:
+            return Escaped(f"**Waiting** for GitHub's rate limit until {until}.")
+        times = "once" if self.waits == 1 else f"{self.waits} times"
+        return Escaped(
+            f"GitHub's rate limit held this run up {times}, {format_duration(self.seconds)} in all (last until {until})."
+        )
+
+
+def shows_state(body: str, run_id: int, state: RunState | str) -> bool:
+    """Whether a progress comment's body (as GitHub holds it) shows the run in `state`."""
+    return f"· run {run_id}: {_state_words(RunState(state))}\n" in body
+
+
+def _state_words(state: RunState) -> str:
+    return state.value.replace("_", " ")
 
 
 def failure_tail(text: str, lines: int = FAILURE_LINES, chars: int = FAILURE_CHARS) -> str:
@@ -125,11 +153,13 @@ def render_progress(
     blocked_reason: str | None = None,
     *,
     now: datetime | None = None,
+    rate_limit: RateLimitNote | None = None,
 ) -> str:
     """The progress comment for a run, under GitHub's 65,536-character limit.
 
     `wall_clock_s` is the time since the first lane started; `sum_of_lanes_s` the time all
-    lanes took together. `now` lets running lanes show how long they have run. When the run
+    lanes took together. `now` lets running lanes show how long they have run; `rate_limit` what
+    GitHub's rate limit cost the run. When the run
     is blocked, every failed lane shows the tail of its failure, and `blocked_reason` (a
     conflict, an integrate failure) says the rest.
     """
@@ -141,7 +171,7 @@ def render_progress(
     context: dict[str, object] = {
         "marker": marker("progress", run_id),
         "run_id": run_id,
-        "state": Escaped(run_state.value.replace("_", " ")),
+        "state": Escaped(_state_words(run_state)),
         "merged": merged,
         "total": len(lanes),
         "wall_clock": None if wall_clock_s is None else format_duration(wall_clock_s),
@@ -150,6 +180,7 @@ def render_progress(
         "blocked": run_state is RunState.BLOCKED,
         "commands": [code_span(COMMANDS[name].usage) for name in available_actions(run_state)],
         "hidden_failures": 0,
+        "rate_limit": rate_limit.line() if rate_limit else None,
     }
     failed = [lane for lane in lanes if LaneState(lane.state) is LaneState.FAILED]
     for tail_chars in (FAILURE_CHARS, 1_000, 0):

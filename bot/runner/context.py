@@ -34,6 +34,8 @@ from typing import Protocol
 from gidgethub.abc import GitHubAPI
 from sqlalchemy.engine import Engine
 
+from bot.edges.github.client import RateLimitWait
+
 __all__ = [
     "BackgroundJobs",
     "EngineContext",
@@ -64,6 +66,8 @@ class GitHubAccess(Protocol):
     def installation_client(self, installation_id: int, repository: str | None) -> GitHubAPI: ...
 
     def app_client(self) -> GitHubAPI: ...
+
+    def rate_limit_waits(self, installation_id: int | None) -> tuple[RateLimitWait, ...]: ...
 
 
 class RunnerSettings(Protocol):

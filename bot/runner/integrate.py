@@ -42,7 +42,7 @@ from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_a
 from bot.edges.executor import Job
 from bot.edges.files import WorktreeFileError, read_worktree_file, remove_worktree_file, write_worktree_file
 from bot.edges.git import Worktree, git
-from bot.edges.github.checks import finish_check, start_check
+from bot.edges.github.checks import begin_check, finish_check
 from bot.edges.github.issues import split_repository
 from bot.edges.store import runs as store
 from bot.edges.store.models import AgentSession, Lane, utc_now
@@ -432,7 +432,7 @@ class _Integration:
             await self.worktree.push(self.branch, expected=self.pushed)
             self.pushed = head
         self.verify_runs += 1
-        check_id = await start_check(
+        check = await begin_check(
             self.rt.client,
             self.rt.run.repository,
             name=VERIFY_CHECK,
@@ -440,7 +440,12 @@ class _Integration:
             external=external_id(self.rt.run_id),
             title="verify is running",
             summary=f"`{self.settings.verify}` runs on the joined branch `{self.branch}`.",
+            keep_passed=True,
         )
+        if check.passed_before:  # an earlier life of this step verified this very commit
+            self.notes.append(f"Verify passed on {head[:12]} before lanebot restarted; it was not run again.")
+            return ScriptResult(exit_status=0, output="", timed_out=False, timeout=float(self.settings.verify_timeout))
+        check_id = check.id
         name = f"verify-{self.verify_runs}"
         result = await run_script(
             self.settings.verify,

@@ -7,13 +7,14 @@ time; requests that arrive while that task runs are coalesced into one more pass
 latest request's), so nothing asked for is lost and nothing runs twice at once. Every job reads
 the run from the database before acting, so an extra pass is harmless.
 
-The build belongs to `bot.runner.orchestrator` (`drive`, `cancel`, `retry`), imported when first needed;
+The build belongs to `bot.runner.orchestrator` (`drive`, `cancel`, `retry`, `refresh_progress`), imported when first needed;
 while that module does not exist, a build request records a `build_unavailable` run event
 instead of pretending to run anything.
 
 At start-up `resume()` picks up what a previous life left: runs in `planning` are planned again,
 runs awaiting approval get their gate comment checked, running or integrating runs go to the
-orchestrator, and review requests left running are queued again and worked through. `stop()`
+orchestrator, review requests left running are queued again and worked through, and runs that
+ended in the last RELABEL_WINDOW get their labels and progress comment checked. `stop()`
 cancels what is running; those runs stay as they are for the next start.
 """
 
@@ -72,6 +73,8 @@ class Orchestrator(Protocol):
     async def cancel(self, context: RunnerContext, run_id: int) -> str: ...
 
     async def retry(self, context: RunnerContext, run_id: int, unit: str | None = None) -> str: ...
+
+    async def refresh_progress(self, context: RunnerContext, run_id: int) -> None: ...
 
 
 class Jobs(Generic[C]):
@@ -151,12 +154,22 @@ class Jobs(Generic[C]):
                 self.build(run.id)
         for run_id in await review_queue.resume(self.context):
             self.review(run_id)
-        # A run that ended just before a crash may have ended before its labels followed (the state
-        # is written first): show each recent one's state again. Idempotent, one read when right.
+        # A run that ended just before a crash may have ended before its labels and its progress
+        # comment followed (the state is written first): show each recent one's state again.
+        # Idempotent: a read of each when right.
         since = datetime.now(UTC) - RELABEL_WINDOW
         for run in await to_thread.run_sync(runs.recently_finished_runs, self.context.engine, since):
             assert run.id is not None
-            self._schedule(("labels", run.id), self._relabel(run.repository, run.issue_number))
+            self._schedule(("labels", run.id), self._show_end(run.id, run.repository, run.issue_number))
+
+    def _show_end(self, run_id: int, repository: str, issue_number: int) -> Callable[[], Awaitable[None]]:
+        async def show() -> None:
+            orchestrator = self._load_orchestrator()
+            if orchestrator is not None:
+                await orchestrator.refresh_progress(self.context, run_id)
+            await planning.follow_labels(self.context, repository, issue_number)
+
+        return show
 
     def _relabel(self, repository: str, issue_number: int) -> Callable[[], Awaitable[None]]:
         return lambda: planning.follow_labels(self.context, repository, issue_number)

@@ -53,10 +53,18 @@ from bot.edges.git import Mirror, RefNotFound, Worktree, git
 from bot.edges.github.checks import finish_check, start_check
 from bot.edges.jail import JailPolicy, bwrap_argv, find_bwrap
 from bot.edges.store import runs as store
-from bot.edges.store.models import Lane, utc_now
+from bot.edges.store.models import AgentSession, Lane, utc_now
 from bot.render.checks import lane_report
 from bot.render.prompts import render_prompt
 from bot.runner.context import RuntimeContext
+from bot.runner.faults import (
+    MAX_INTERRUPTIONS,
+    counts_against_the_cap,
+    disk_full_in,
+    host_fault,
+    interruption_pause,
+    work_disk_full,
+)
 from bot.runner.jailing import JailRefused, agent_jail, command_jail, jail_environment, jail_problem
 from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
 
@@ -76,6 +84,7 @@ __all__ = [
 ]
 
 PROTECTED_DIRECTORIES = (".lanebot/", ".github/workflows/")
+INTERRUPTED = "interrupted: "  # how a session lost to a host fault begins its failure
 OUTPUT_LINES = 200  # lines of a failed command's output kept for the retry's prompt
 OUTPUT_BYTES = 256 * 1024  # what run_script holds of an output at most, from its end
 SCRIPT_GRACE_S = 2.0
@@ -347,6 +356,10 @@ async def _may_start(rt: Runtime, lane: Lane, job: Job) -> bool:
     return True
 
 
+class _AttemptInterrupted(Exception):
+    """The attempt met a fault of the host and was recorded as interrupted (`_interrupted_by`)."""
+
+
 class _Attempt:
     """The steps of one lane attempt; used only by `run_lane`."""
 
@@ -383,14 +396,19 @@ class _Attempt:
             except asyncio.CancelledError:
                 await _shielded(self._interrupted())
                 raise
+            except _AttemptInterrupted:
+                return
             except Exception as error:
+                fault = host_fault(error)
+                if fault is not None and await self._interrupted_by(fault, interruption_pause(1, error)):
+                    return
                 log.exception(
                     "lane %r of run %d: attempt %d could not complete", self.unit.id, self.rt.run.id, self.attempt
                 )
                 failure = LaneFailure(
                     FailureKind.ERROR,
                     f"lanebot could not complete the attempt "
-                    f"({type(error).__name__}); the runner's log has the details",
+                    f"({fault or type(error).__name__}); the runner's log has the details",
                     self.attempt,
                 )
                 outcome = _Outcome(failure=failure, detail=f"{type(error).__name__}: {error}")
@@ -417,6 +435,9 @@ class _Attempt:
         await worktree.commit_all(self._commit_message(), self.rt.identity)
         outcome = _Outcome(head=await worktree.head(), changed=await worktree.changed_paths(base))
         check_output = await self._judge(result, outcome, worktree)
+        if outcome.failure is not None and self._disk_was_full(outcome.failure):
+            if await self._interrupted_by("the work disk is full", None):
+                raise _AttemptInterrupted
         await worktree.push(self.branch, expected=pushed or "")
         await self._finish_check(start, outcome, check_output)
         return outcome
@@ -603,6 +624,50 @@ class _Attempt:
         await db(store.set_lane_state, engine, self.lane.id, "running", "pending")
         await self._close_check("neutral", "lanebot stopped while this attempt ran; the lane runs again")
 
+    def _disk_was_full(self, failure: LaneFailure) -> bool:
+        """Whether the agent or the check failed because the work disk was full (then the attempt
+        was interrupted; it was not the work's failure)."""
+        if failure.kind not in (FailureKind.AGENT, FailureKind.CHECK):
+            return False
+        return disk_full_in(failure.reason) or disk_full_in(failure.output) or work_disk_full(self.rt.workdir)
+
+    async def _interrupted_by(self, fault: str, pause: float | None) -> bool:
+        """The host failed this attempt (bot.runner.faults): it is lost, consumes no retry, and the
+        lane runs again after a pause. False, to count it as the attempt's failure instead, once
+        the lane's last MAX_INTERRUPTIONS attempts were all interrupted so."""
+        engine = self.rt.engine
+        try:
+            earlier = _interruptions_in_a_row(await db(store.sessions, engine, self.rt.run.id), self.lane.id)
+            if earlier >= MAX_INTERRUPTIONS and counts_against_the_cap(fault):
+                return False
+            if pause is None or counts_against_the_cap(fault):
+                pause = interruption_pause(earlier + 1)
+            log.warning(
+                "lane %r of run %d: attempt %d interrupted (%s); it runs again in %g s without consuming a retry",
+                self.unit.id,
+                self.rt.run.id,
+                self.attempt,
+                fault,
+                pause,
+            )
+            await asyncio.sleep(pause)
+            failure = f"{INTERRUPTED}{fault}"
+            await db(
+                store.finish_session, engine, self.session_id, status="lost", counts_as_retry=False, failure=failure
+            )
+            await db(store.set_lane_state, engine, self.lane.id, "running", "pending")
+            await db(store.append_event, engine, self.rt.run.id, "interrupted", {"unit": self.unit.id, "fault": fault})
+        except Exception as error:
+            if host_fault(error) is None:
+                raise
+            # The database is still away: the lane stays `running` with no job, which the next
+            # reconcile recovers as lost work (bot.runner.orchestrator._recover_orphans).
+            log.warning(
+                "lane %r of run %d: could not record the interruption (%s)", self.unit.id, self.rt.run.id, error
+            )
+        await self._close_check("neutral", f"{fault}; the lane runs again without consuming a retry")
+        return True
+
     async def _close_check(self, conclusion: str, reason: str, *, offer_retry: bool = False) -> None:
         """Complete this attempt's check run when the attempt ended without reaching its report."""
         if self.check_run_id is None:
@@ -620,6 +685,19 @@ class _Attempt:
                     (RETRY_LANE,) if offer_retry else (),
                 ),
             )
+
+
+def _interruptions_in_a_row(sessions: Iterable[AgentSession], lane_id: int | None) -> int:
+    """How many of the lane's latest finished attempts the host interrupted, one after another."""
+    count = 0
+    for session in sorted((s for s in sessions if s.lane_id == lane_id and s.kind == "lane"), key=lambda s: -s.attempt):
+        if session.status == "running":
+            continue
+        failure = session.failure or ""
+        if session.status != "lost" or not failure.startswith(INTERRUPTED):
+            break
+        count += counts_against_the_cap(failure.removeprefix(INTERRUPTED))
+    return count
 
 
 def _superseded(head: str) -> CheckReport:

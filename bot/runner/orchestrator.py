@@ -32,7 +32,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -45,11 +45,13 @@ from bot.core.text import marker
 from bot.edges.executor import Executor, Job, JobKind, integrate_job, lane_job, merge_job
 from bot.edges.executor.embedded import EmbeddedExecutor
 from bot.edges.github.checks import finish_check
-from bot.edges.github.issues import post_or_update_marked_comment
+from bot.edges.github.client import RateLimitWait
+from bot.edges.github.issues import get_comment, post_or_update_marked_comment
 from bot.edges.store import runs as store
 from bot.edges.store.models import AgentSession, Lane, Run, utc_now
-from bot.render.progress import LaneView, Throttle, render_progress
+from bot.render.progress import LaneView, RateLimitNote, Throttle, render_progress, shows_state
 from bot.runner.context import EngineContext, GitHubContext, IssueContext, RunnerContext, RuntimeContext
+from bot.runner.faults import MAX_INTERRUPTIONS, counts_against_the_cap, host_fault, interruption_pause
 from bot.runner.integrate import (
     INTEGRATION_WORKTREE,
     integrate_run,
@@ -135,14 +137,25 @@ async def perform(context: RunnerContext, job: Job) -> None:
         if job.kind is JobKind.MERGE
         else (integrate_run, RunState.INTEGRATING, Event.INTEGRATE_FAILED)
     )
+    key = (id(context.engine), job.run_id, job.kind)
     try:
         await step(context, job)
     except asyncio.CancelledError:
         raise
     except Exception as error:
+        fault = host_fault(error)
+        if fault is not None and counts_against_the_cap(fault):
+            _STEP_INTERRUPTIONS[key] = _STEP_INTERRUPTIONS.get(key, 0) + 1
+        interruptions = _STEP_INTERRUPTIONS.get(key, 0)
+        if fault is not None and interruptions <= MAX_INTERRUPTIONS:
+            await _step_interrupted(context, job, fault, interruption_pause(interruptions, error))
+            return
+        _STEP_INTERRUPTIONS.pop(key, None)
         log.exception("%s failed", job.describe())
         what = "merging the lanes" if job.kind is JobKind.MERGE else "the integrate step"
-        reason = f"{what} failed ({type(error).__name__}); the runner's log has the details. /retry runs it again."
+        reason = (
+            f"{what} failed ({fault or type(error).__name__}); the runner's log has the details. /retry runs it again."
+        )
         await db(
             store.append_event,
             context.engine,
@@ -153,6 +166,22 @@ async def perform(context: RunnerContext, job: Job) -> None:
         await db(
             store.transition, context.engine, job.run_id, state.value, transition(state, event).value, error=reason
         )
+    else:
+        _STEP_INTERRUPTIONS.pop(key, None)
+
+
+# (engine, run, kind) -> the merge or integrate steps the host interrupted in a row (bot.runner.faults).
+_STEP_INTERRUPTIONS: dict[tuple[int, int, JobKind], int] = {}
+
+
+async def _step_interrupted(context: RunnerContext, job: Job, fault: str, pause: float) -> None:
+    """A merge or integrate step met a fault of the host: it is not the step's failure. After a
+    pause the step ends; the drive loop's next reconcile runs it again (each step picks up
+    what its interrupted predecessor left, as after a crash)."""
+    log.warning("%s interrupted (%s); it runs again in %g s", job.describe(), fault, pause)
+    with contextlib.suppress(Exception):  # the database may be what is away
+        await db(store.append_event, context.engine, job.run_id, "interrupted", {"job": job.kind.value, "fault": fault})
+    await asyncio.sleep(pause)
 
 
 # --------------------------------------------------------------------------- reconcile
@@ -382,10 +411,23 @@ async def _tidy(context: RuntimeContext, run_id: int) -> None:
 
 
 async def _drive_loop(context: RunnerContext, run_id: int, executor: Executor, progress: _Progress) -> str:
+    faults = 0
     while True:
         generation = executor.generation(run_id)
-        changed = await reconcile(context, run_id)
-        run = await db(store.get_run, context.engine, run_id)
+        try:
+            changed = await reconcile(context, run_id)
+            run = await db(store.get_run, context.engine, run_id)
+        except Exception as error:
+            fault = host_fault(error)
+            if fault is None:
+                raise
+            faults += 1
+            pause = interruption_pause(faults, error)
+            # The run's owner keeps trying: nothing can move while the database or disk is away.
+            log.warning("run %d: %s; reconciling again in %g s", run_id, fault, pause)
+            await asyncio.sleep(pause)
+            continue
+        faults = 0
         if run is None or run.state not in BUILDING:
             return run.state if run else "missing"
         if changed or executor.generation(run_id) != generation:
@@ -484,6 +526,9 @@ async def publish_progress(context: GitHubContext, run_id: int) -> str | None:
         sum_of_lanes_s=session_seconds(lane_sessions),
         blocked_reason=run.error if run.state == RunState.BLOCKED else None,
         now=utc_now(),
+        rate_limit=rate_limit_note(
+            context.github.rate_limit_waits(run.installation_id), since=min(starts, default=None)
+        ),
     )
     client = context.github.installation_client(run.installation_id, run.repository)
     comment = await post_or_update_marked_comment(
@@ -492,6 +537,33 @@ async def publish_progress(context: GitHubContext, run_id: int) -> str | None:
     if run.progress_comment_id != comment["id"]:
         await db(store.update_run, context.engine, run.id, progress_comment_id=comment["id"])
     return run.state
+
+
+async def refresh_progress(context: GitHubContext, run_id: int) -> None:
+    """Start-up, for a run that ended lately: a crash between its last transition and its last
+    progress edit left the comment one step behind. Edit it when it does not show the run's
+    state; one read when it does."""
+    run = await db(store.get_run, context.engine, run_id)
+    if run is None or run.progress_comment_id is None:
+        return
+    client = context.github.installation_client(run.installation_id, run.repository)
+    shown = await get_comment(client, run.repository, run.progress_comment_id)
+    if shown is None or not shows_state(str(shown.get("body", "")), run_id, run.state):
+        await publish_progress(context, run_id)
+
+
+def rate_limit_note(waits: Sequence[RateLimitWait], *, since: datetime | None) -> RateLimitNote | None:
+    """What the installation's waits for GitHub's rate limit since the run's first lane cost it."""
+    if since is None:
+        return None
+    since = since if since.tzinfo else since.replace(tzinfo=UTC)
+    mine = [wait for wait in waits if wait.until >= since]
+    if not mine:
+        return None
+    now = datetime.now(UTC)
+    seconds = sum((min(wait.until, now) - max(wait.started_at, since)).total_seconds() for wait in mine)
+    last = max(wait.until for wait in mine)
+    return RateLimitNote(waits=len(mine), seconds=max(seconds, 0.0), until=last, waiting=last > now)
 
 
 async def _plan_titles(context: EngineContext, run: Run) -> dict[str, str]:

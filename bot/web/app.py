@@ -3,9 +3,10 @@
 `create_app(settings)` builds it; uvicorn can also import `bot.web.app:app`, built from the
 environment on first access. Start-up migrates the database, starts the dispatcher (whose first
 pass takes whatever was stored but not processed before a restart) and, with
-LANEBOT_RECOVER_DELIVERIES=1, asks GitHub once for the deliveries it failed to make. Shutdown
-stops the intake's writer (bot/web/intake.py) first, so that every delivery handed to it is
-answered, and then the dispatcher.
+LANEBOT_RECOVER_DELIVERIES=1, asks GitHub for the deliveries it failed to make: at start-up, every
+LANEBOT_RECOVER_INTERVAL seconds while serving, and soon after the intake answered one 5xx
+(bot/web/recovery.py). Shutdown stops the intake's writer (bot/web/intake.py) first, so that every
+delivery handed to it is answered, then the recovery, then the dispatcher.
 Background work (planning, building) runs in `bot.runner.jobs.Jobs`, which resumes unfinished runs at
 start-up and is stopped after the dispatcher.
 `create_setup_app()` serves only the set-up pages, for `lanebot setup` before the App exists; the
@@ -16,12 +17,10 @@ read but not written (read-only, disk full, locked) answers 503, as deliveries w
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +35,18 @@ from starlette.routing import Route
 
 from bot import __version__
 from bot.edges.github.client import GitHubApp
+from bot.edges.github.permissions import cache_for
 from bot.edges.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, Settings
 from bot.edges.store import db, deliveries
+from bot.edges.store.approvers import DatabasePins
 from bot.runner.jobs import Jobs
 from bot.web import intake as webhooks
 from bot.web import registration as setup
 from bot.web.dispatcher import Dispatcher, HandlerContext
-from bot.web.recovery import recover
+from bot.web.recovery import DeliveryRecovery
 
 log = logging.getLogger(__name__)
 
-STARTUP_RECOVERY_WINDOW = timedelta(hours=24)
 # How long the health check's write waits for another writer's lock before it says "unwritable".
 HEALTH_LOCK_TIMEOUT_SECONDS = 2.0
 
@@ -63,6 +63,7 @@ def create_app(
     engine = engine if engine is not None else db.make_engine(settings.database_url)
     owns_github = github is None
     github = github if github is not None else GitHubApp(settings)
+    cache_for(github, pins=DatabasePins(engine))  # gate.approvers' pinned ids outlive restarts
     if router is None:
         from bot.web.handlers import router as all_handlers
 
@@ -71,6 +72,9 @@ def create_app(
     dispatcher = Dispatcher(engine, router, jobs.context, workers=settings.dispatch_workers)
     writer = webhooks.DeliveryWriter(engine, dispatcher.wake, store_timeout=settings.intake_store_timeout)
     budget = webhooks.BodyBudget(settings.intake_max_bodies, settings.intake_max_buffered_bytes)
+    recovery = (
+        DeliveryRecovery(github, engine, interval=settings.recover_interval) if settings.recover_deliveries else None
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -78,16 +82,15 @@ def create_app(
         await jobs.resume()
         dispatcher.start()
         writer.start()
-        recovery = asyncio.create_task(_recover_at_startup(github, engine)) if settings.recover_deliveries else None
+        if recovery is not None:
+            recovery.start()
         log.info("lanebot %s receiving webhooks at %s", __version__, settings.webhook_path)
         try:
             yield
         finally:
             await writer.stop()
             if recovery is not None:
-                recovery.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await recovery
+                await recovery.stop()
             await dispatcher.stop()
             await jobs.stop()
             if owns_github:
@@ -96,7 +99,13 @@ def create_app(
                 engine.dispose()
 
     recent = webhooks.RecentBodies(window_seconds=settings.replay_window)
-    endpoint = webhooks.make_endpoint(writer, settings.webhook_secret, budget=budget, recent=recent)
+    endpoint = webhooks.make_endpoint(
+        writer,
+        settings.webhook_secret,
+        budget=budget,
+        recent=recent,
+        on_failed=recovery.delivery_failed if recovery is not None else None,
+    )
     routes = [
         Route(settings.webhook_path, endpoint, methods=["POST"]),
         Route("/healthz", _health_endpoint(engine), methods=["GET"]),
@@ -109,6 +118,7 @@ def create_app(
     app.state.writer = writer
     app.state.budget = budget
     app.state.jobs = jobs
+    app.state.recovery = recovery
     return app
 
 
@@ -155,19 +165,6 @@ def _unhealthy(database: str, error: Exception) -> JSONResponse:
         {"status": "unavailable", "version": __version__, "database": database, "error": type(error).__name__},
         status_code=503,
     )
-
-
-async def _recover_at_startup(github: GitHubApp, engine: Engine) -> None:
-    try:
-        await recover(github, engine, STARTUP_RECOVERY_WINDOW)
-    except asyncio.CancelledError:
-        raise
-    except Exception as error:
-        log.warning(
-            "start-up recovery of missed deliveries failed (%s: %s); run `lanebot deliveries recover`",
-            type(error).__name__,
-            error,
-        )
 
 
 def __getattr__(name: str) -> Any:

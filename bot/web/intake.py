@@ -19,7 +19,11 @@ Limits, so that a stranger's requests cannot hold lanebot's memory or GitHub's a
     read at once and their bytes in all (503 beyond either), each body at GitHub's 25 MB (413);
   - the store gets `store_timeout` seconds (under GitHub's 10 s): the INSERT waits that long at
     most for another writer's lock, and a delivery not stored by then is answered 503, which
-    GitHub shows as failed, so `lanebot deliveries recover` redelivers it.
+    GitHub shows as failed, so `lanebot deliveries recover` redelivers it (and, with
+    LANEBOT_RECOVER_DELIVERIES=1, lanebot itself soon after: `on_failed`, bot/web/recovery.py).
+A write whose database connection turned out to be dead (PostgreSQL restarted or cut it:
+SQLAlchemy invalidates the connection) is tried once more on a new connection, if the store's
+deadline leaves time for it, before the delivery is answered 500.
 GitHub signs the body only, not the X-GitHub-Delivery id, so a captured body can be replayed
 under a new id: `RecentBodies` remembers the SHA-256 of each body stored in the last 24 hours
 (LANEBOT_REPLAY_WINDOW; at most 100,000 bodies, in this process) and answers such a replay 200 without storing it. A redelivery
@@ -55,6 +59,7 @@ import gidgethub
 from anyio import to_thread
 from gidgethub import sansio
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -81,6 +86,8 @@ MAX_BUFFERED_BYTES = 64 * 1024 * 1024
 # The INSERT's wait for another writer's lock, as a share of the store timeout: the database gives
 # up first, so a delivery answered 503 for a lock is not stored behind the answer's back.
 LOCK_SHARE_OF_STORE_TIMEOUT = 0.75
+# A write on a connection the database cut is tried again only with at least this long left of the store's deadline.
+MIN_SECONDS_FOR_A_RETRY = 0.5
 # A body stored within this window (and this process) is not stored again under another delivery id.
 REPLAY_WINDOW_SECONDS = 24 * 3600.0
 REPLAY_MEMORY = 100_000
@@ -372,6 +379,7 @@ class _Waiting:
 
     delivery: VerifiedDelivery
     answer: asyncio.Future[bool]
+    deadline: float  # time.monotonic() by which its request is answered 503 if it is not stored
 
 
 class DeliveryWriter:
@@ -434,7 +442,7 @@ class DeliveryWriter:
                 "redeliver it once lanebot is back (or run `lanebot deliveries recover`)",
             )
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Waiting(delivery, answer))
+        self._queue.append(_Waiting(delivery, answer, time.monotonic() + self._store_timeout))
         if self._task is None:
             # No timer: a delivery arriving while nothing is being written goes to the database at once.
             self._task = asyncio.create_task(self._write_while_waiting(), name="lanebot-intake-writer")
@@ -504,7 +512,11 @@ class DeliveryWriter:
         try:
             # abandon_on_cancel: a `stop` that gives up must not wait for the database.
             return await to_thread.run_sync(
-                functools.partial(write_batch, lock_timeout=self._store_timeout * LOCK_SHARE_OF_STORE_TIMEOUT),
+                functools.partial(
+                    write_batch,
+                    lock_timeout=self._store_timeout * LOCK_SHARE_OF_STORE_TIMEOUT,
+                    deadline=min(waiting.deadline for waiting in batch),
+                ),
                 self._engine,
                 [waiting.delivery for waiting in batch],
                 abandon_on_cancel=True,
@@ -554,17 +566,23 @@ def _not_stored(error: Exception) -> str:
 
 
 def write_batch(
-    engine: Engine, batch: Sequence[VerifiedDelivery], *, lock_timeout: float | None = None
+    engine: Engine,
+    batch: Sequence[VerifiedDelivery],
+    *,
+    lock_timeout: float | None = None,
+    deadline: float | None = None,
 ) -> list[bool | Exception]:
     """Store `batch` with one commit, or, if that fails, each delivery with its own commit.
 
     For each delivery, in order: True if stored now, False if its id was already stored, or
     the exception that kept it out. A lock not granted within `lock_timeout` seconds fails the
-    whole batch (trying each again would wait as long again). Runs in a worker thread.
+    whole batch (trying each again would wait as long again). A write on a connection the
+    database cut is written once more on a new one, if `deadline` (time.monotonic(); None: no
+    deadline) leaves time for it. Runs in a worker thread.
     """
     new = [_new_delivery(delivery) for delivery in batch]
     try:
-        stored: list[bool | Exception] = list(deliveries.record_many(engine, new, lock_timeout=lock_timeout))
+        stored: list[bool | Exception] = list(_record(engine, new, lock_timeout, deadline))
         return stored
     except Exception as error:
         if len(new) == 1 or deliveries.is_lock_timeout(error):
@@ -576,16 +594,44 @@ def write_batch(
             len(new),
             describe_store_error(error),
         )
-    return [_write_alone(engine, delivery, lock_timeout) for delivery in batch]
+    return [_write_alone(engine, delivery, lock_timeout, deadline) for delivery in batch]
 
 
-def _write_alone(engine: Engine, delivery: VerifiedDelivery, lock_timeout: float | None) -> bool | Exception:
+def _write_alone(
+    engine: Engine, delivery: VerifiedDelivery, lock_timeout: float | None, deadline: float | None
+) -> bool | Exception:
     try:
-        [is_new] = deliveries.record_many(engine, [_new_delivery(delivery)], lock_timeout=lock_timeout)
+        [is_new] = _record(engine, [_new_delivery(delivery)], lock_timeout, deadline)
     except Exception as error:
         _log_not_stored(delivery, error)
         return error
     return is_new
+
+
+def _record(
+    engine: Engine, new: list[deliveries.NewDelivery], lock_timeout: float | None, deadline: float | None
+) -> list[bool]:
+    """`deliveries.record_many`, once more on a new connection if the database cut the one it had.
+
+    The transaction that failed committed nothing (a commit whose answer was lost is the one case
+    where it did: the INSERT again then finds the ids stored and reports them already stored).
+    """
+    try:
+        return deliveries.record_many(engine, new, lock_timeout=lock_timeout)
+    except DBAPIError as error:
+        left = None if deadline is None else deadline - time.monotonic()
+        if not error.connection_invalidated or (left is not None and left < MIN_SECONDS_FOR_A_RETRY):
+            raise
+        log.warning(
+            "the database cut the connection while %d deliveries were being stored (%s); "
+            "storing again on a new connection",
+            len(new),
+            describe_store_error(error),
+        )
+        if left is not None:
+            share = left * LOCK_SHARE_OF_STORE_TIMEOUT
+            lock_timeout = share if lock_timeout is None else min(lock_timeout, share)
+    return deliveries.record_many(engine, new, lock_timeout=lock_timeout)
 
 
 def _log_not_stored(delivery: VerifiedDelivery, error: Exception) -> None:
@@ -623,9 +669,11 @@ def make_endpoint(
     max_body_bytes: int = MAX_BODY_BYTES,
     budget: BodyBudget | None = None,
     recent: RecentBodies | None = None,
+    on_failed: Callable[[], None] | None = None,
 ) -> Callable[[Request], Awaitable[JSONResponse]]:
     """The webhook endpoint: read within `budget`, verify, leave out replays `recent` has seen, then
-    store with `writer` (which wakes the dispatcher)."""
+    store with `writer` (which wakes the dispatcher). `on_failed` is called for each delivery
+    answered 5xx (not stored: GitHub shows it failed), e.g. to have it redelivered soon."""
     budget = budget if budget is not None else BodyBudget()
     recent = recent if recent is not None else RecentBodies()
 
@@ -647,6 +695,8 @@ def make_endpoint(
                 refused.message,
                 request.headers.get("x-github-delivery", "-"),
             )
+            if not_stored and on_failed is not None:
+                on_failed()
             return JSONResponse({"message": refused.message}, status_code=refused.status)
         if not stored:
             log.info("delivery %s (%s) already stored; nothing to do", delivery.delivery_id, delivery.event)

@@ -3,6 +3,7 @@ instruct, which files the agent may touch, how its report is read, and what lane
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -43,6 +44,7 @@ SUMMARY_MARKER = marker("fix-summary", 12, request=3)
 modest = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 APPROVERS = {"alice", "bob"}
+ACCOUNT_IDS = {"alice": 1, "bob": 2, "mallory": 3, "eve": 4}  # a comment's author_id by login, unless given
 
 
 def approver(comment: ReviewComment) -> bool:
@@ -79,6 +81,7 @@ def comment(
     path: str = "src/app.py",
     line: int | None = 2,
     original_line: int | None = 2,
+    author_id: int | None = None,
 ) -> ReviewComment:
     return ReviewComment(
         id=comment_id,
@@ -92,6 +95,7 @@ def comment(
         in_reply_to=reply_to,
         review_id=None,
         html_url=f"https://github.com/octo/app/pull/7#discussion_r{comment_id}",
+        author_id=author_id if author_id is not None else ACCOUNT_IDS.get(author, 99),
     )
 
 
@@ -117,6 +121,7 @@ def test_a_webhook_comment_is_read_with_every_field_lanebot_uses():
         in_reply_to=None,
         review_id=237895671,
         html_url="https://github.com/Codertocat/Hello-World/pull/2#discussion_r284312630",
+        author_id=21031067,
     )
 
 
@@ -148,9 +153,20 @@ def test_an_author_is_a_bot_when_github_says_so_or_the_login_ends_in_bot(user, i
     assert ReviewComment.from_api(api_comment(user=user)).author_is_bot is is_bot
 
 
-def test_a_deleted_account_reads_as_ghost_who_is_no_bot():
+def test_a_deleted_account_reads_as_ghost_who_is_no_bot_and_has_no_id():
     read = ReviewComment.from_api(api_comment(user=None))
-    assert (read.author, read.author_is_bot) == ("ghost", False)
+    assert (read.author, read.author_is_bot, read.author_id) == ("ghost", False, None)
+
+
+def test_the_authors_github_user_id_is_read_with_the_comment():
+    assert (
+        ReviewComment.from_api(api_comment(user={"login": "alice", "type": "User", "id": 583231})).author_id == 583231
+    )
+
+
+def test_a_user_id_that_is_no_integer_is_refused_naming_the_key():
+    with pytest.raises(ValueError, match="'user.id' has the wrong type"):
+        ReviewComment.from_api(api_comment(user={"login": "alice", "type": "User", "id": "583231"}))
 
 
 def test_a_null_body_reads_as_empty_text():
@@ -337,6 +353,14 @@ def test_a_bot_is_never_trusted_even_when_the_callback_says_yes():
     lanebot = comment(1, author="lanebot[bot]", bot=True)
     brief = sort_threads([thread(lanebot)], lambda _: True)
     assert brief.instructions == () and [t.id for t in brief.context] == [1]
+
+
+def test_an_author_without_a_github_user_id_is_never_trusted_even_when_the_callback_says_yes():
+    ghost = dataclasses.replace(comment(1, author="ghost"), author_id=None)
+    brief = sort_threads([thread(ghost)], lambda _: True)
+    assert brief.instructions == () and [t.id for t in brief.context] == [1]
+    [entry] = json.loads(threads_json(brief, lambda _: True))["context"]
+    assert [c["trusted"] for c in entry["comments"]] == [False]
 
 
 def test_outdated_unresolved_threads_still_count():

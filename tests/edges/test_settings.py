@@ -51,7 +51,7 @@ def test_the_three_app_settings_are_enough_and_the_rest_have_defaults(app_env, i
     assert settings.database_url == f"sqlite:///{in_tmp}/lanebot.db"
     assert settings.github_api_url == "https://api.github.com"
     assert settings.workdir == in_tmp / ".lanebot-work"
-    assert (settings.max_lanes, settings.max_runs_per_repo, settings.recover_deliveries) == (8, 2, False)
+    assert (settings.max_lanes, settings.max_runs_per_repo, settings.recover_deliveries) == (8, 2, True)
     assert settings.unjailed is False  # commands run in a jail unless the operator opts out
 
 
@@ -68,7 +68,7 @@ def test_every_setting_is_read_from_the_environment(app_env, tmp_path):
             "LANEBOT_WORKDIR": str(tmp_path / "work"),
             "LANEBOT_MAX_LANES": "3",
             "LANEBOT_MAX_RUNS_PER_REPO": "1",
-            "LANEBOT_RECOVER_DELIVERIES": "1",
+            "LANEBOT_RECOVER_DELIVERIES": "0",
             "LANEBOT_UNJAILED": "1",
             "LANEBOT_JAIL_READ_ONLY": "/opt/tools:/srv/cache",
         }
@@ -78,7 +78,7 @@ def test_every_setting_is_read_from_the_environment(app_env, tmp_path):
     assert settings.database_url == "postgresql://127.0.0.1:5432/test"
     assert settings.github_api_url == "https://ghe.example.com/api/v3"
     assert settings.workdir == tmp_path / "work"
-    assert (settings.max_lanes, settings.max_runs_per_repo, settings.recover_deliveries) == (3, 1, True)
+    assert (settings.max_lanes, settings.max_runs_per_repo, settings.recover_deliveries) == (3, 1, False)
     assert settings.unjailed is True
     assert settings.jail_read_only == (Path("/opt/tools"), Path("/srv/cache"))
 

@@ -32,7 +32,17 @@ from bot.edges.store.db import (
 )
 from bot.edges.store.models import metadata
 
-TABLES = {"deliveries", "installations", "runs", "plans", "lanes", "agent_sessions", "run_events", "review_requests"}
+TABLES = {
+    "deliveries",
+    "installations",
+    "runs",
+    "plans",
+    "lanes",
+    "agent_sessions",
+    "run_events",
+    "review_requests",
+    "approver_pins",
+}
 T0 = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
 Result = TypeVar("Result")
 

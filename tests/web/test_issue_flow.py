@@ -763,6 +763,9 @@ class GatedOrchestrator:
     async def cancel(self, context: Any, run_id: int) -> None:
         self.calls.append(("cancel", run_id, None))
 
+    async def refresh_progress(self, context: Any, run_id: int) -> None:
+        self.calls.append(("refresh_progress", run_id, None))
+
 
 def _jobs(orchestrator: Any) -> Jobs:
     return Jobs(HandlerContext(engine=None, github=None, settings=None), orchestrator=orchestrator)

@@ -9,6 +9,7 @@ one (what GitHub does allow: its output and actions).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 # How often a check run is asked for when GitHub answers 5xx and none is there afterwards.
 CREATE_ATTEMPTS = 3
 
-__all__ = ["acknowledge_rerun", "find_check", "finish_check", "start_check"]
+__all__ = ["StartedCheck", "acknowledge_rerun", "begin_check", "find_check", "finish_check", "start_check"]
 
 
 def _now() -> str:
@@ -57,6 +58,32 @@ async def start_check(
 
     A 5xx on the create may have made it all the same: it is looked for again (by name and
     external id) before it is asked for again, up to CREATE_ATTEMPTS times."""
+    started = await begin_check(
+        client, repository, name=name, head_sha=head_sha, external=external, title=title, summary=summary
+    )
+    return started.id
+
+
+@dataclass(frozen=True)
+class StartedCheck:
+    id: int
+    passed_before: bool  # the check run was already completed with success on this head
+
+
+async def begin_check(
+    client: GitHubAPI,
+    repository: str,
+    *,
+    name: str,
+    head_sha: str,
+    external: str,
+    title: str,
+    summary: str,
+    keep_passed: bool = False,
+) -> StartedCheck:
+    """`start_check`, and with `keep_passed` a check run already completed with success on this
+    head is kept instead of a new one (a step killed after it reported runs again: what it
+    proved on that commit still stands, and GitHub would otherwise show it twice)."""
     owner, repo = split_repository(repository)
     data = {
         "name": name,
@@ -69,10 +96,12 @@ async def start_check(
     for attempt in range(1, CREATE_ATTEMPTS + 1):
         existing = await find_check(client, repository, head_sha, name, external)
         if existing is not None and existing.get("status") != "completed":
-            return int(existing["id"])
+            return StartedCheck(int(existing["id"]), passed_before=False)
+        if existing is not None and keep_passed and existing.get("conclusion") == "success":
+            return StartedCheck(int(existing["id"]), passed_before=True)
         try:
             created = await client.post("/repos/{owner}/{repo}/check-runs", {"owner": owner, "repo": repo}, data=data)
-            return int(created["id"])
+            return StartedCheck(int(created["id"]), passed_before=False)
         except GitHubBroken:
             if attempt == CREATE_ATTEMPTS:
                 raise

@@ -26,6 +26,7 @@ for a rate limit, or one that never left (connect failures), is always safe to r
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -95,21 +96,37 @@ class RateLimitTooLong(Exception):
         )
 
 
+@dataclass(frozen=True)
+class RateLimitWait:
+    """One wait for GitHub's rate limit to lift."""
+
+    started_at: datetime
+    until: datetime
+
+
+RECENT_WAITS = 20
+
+
 class RateLimitGate:
     """One installation's rate limit: closed while one of its requests waits one out, so that
     the installation's other requests wait with it rather than ask GitHub again."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._open = asyncio.Event()
         self._open.set()
         self._closers = 0
+        self._clock = clock
         self.until: float | None = None  # epoch seconds, while closed
+        # The latest waits, oldest first, for the progress comment to show (bounded: a long outage
+        # is a few entries of minutes, not one per request).
+        self.waits: collections.deque[RateLimitWait] = collections.deque(maxlen=RECENT_WAITS)
 
     async def wait_open(self) -> None:
         await self._open.wait()
 
     @contextlib.contextmanager
     def closed_until(self, until: float) -> Iterator[None]:
+        self.waits.append(RateLimitWait(datetime.fromtimestamp(self._clock(), UTC), datetime.fromtimestamp(until, UTC)))
         self._closers += 1
         self.until = max(self.until or until, until)
         self._open.clear()
@@ -425,8 +442,16 @@ class GitHubApp:
         until = self._rate_limits[installation_id].until if installation_id in self._rate_limits else None
         return datetime.fromtimestamp(until, UTC) if until is not None else None
 
+    def rate_limit_waits(self, installation_id: int | None) -> tuple[RateLimitWait, ...]:
+        """The installation's latest waits for GitHub's rate limit (this process's), oldest first."""
+        gate = self._rate_limits.get(installation_id)
+        return tuple(gate.waits) if gate is not None else ()
+
     def _gate(self, installation_id: int | None) -> RateLimitGate:
-        return self._rate_limits.setdefault(installation_id, RateLimitGate())
+        gate = self._rate_limits.get(installation_id)
+        if gate is None:
+            gate = self._rate_limits[installation_id] = RateLimitGate(clock=self._clock)
+        return gate
 
     def installation_client(self, installation_id: int, repository: str | None) -> InstallationClient:
         """A client acting as the installation with a token scoped to `repository` ("owner/name")."""

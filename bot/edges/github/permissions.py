@@ -11,11 +11,22 @@ The repository decides what is enough with `gate.approvers` in `.github/lanebot.
 role, or a list of logins. A list narrows, never widens: GitHub is still asked, a listed person
 needs write (`LISTED_APPROVER_ROLE`), and the list is matched by GitHub user id, never by login. A
 login can be renamed and then registered by someone else; an id never changes. Each listed login
-is resolved once (`GET /users/{username}`) and the id it first resolved to is kept for the life of
-the process, so a login taken over later still stands for the person it named when lanebot first
-read it; a login GitHub does not know is asked again after a minute. The commenter's id comes from
-the event (`sender.id`, `comment.user.id`), never from their login. Bot accounts never qualify
-(`GateSettings.may_approve`).
+is resolved once (`GET /users/{username}`) and the id it first resolved to is pinned in a
+`PinStore`: the database's `approver_pins` table (bot.edges.store.approvers.DatabasePins, given
+to `cache_for` where the app is composed), so the pin outlives restarts; without one, memory
+(`MemoryPins`), for the life of the process. So a login taken over later still stands for the
+person it named when lanebot first read it, and that person is still obeyed under their new
+login. A login GitHub does not know is asked again after a minute. The commenter's id comes from
+the event (`sender.id`, `comment.user.id`, a review comment's `user.id`), never from their login.
+Bot accounts never qualify (`GateSettings.may_approve`).
+
+A listed login whose commenter is another account than the one pinned (the login was renamed
+and registered again) is refused like anyone unlisted, and a warning in the log names the login,
+the pinned id and the commenter's id. The maintainer then decides. When the new account is not
+the approver, the refusal is right: keep the pin, and list the approver's new login in
+`gate.approvers` (it resolves to the pinned id). When it is (the approver moved to a new account
+under the same login), remove the pin, and the login is resolved afresh within a minute:
+`DELETE FROM approver_pins WHERE login = '<login, lower case>';`
 
 Roles are cached for a minute per (repository, login, user id), so twenty comments in a row cost
 one request, and dropped at once when GitHub says access changed (`forget_repository`,
@@ -26,18 +37,30 @@ bot/web/handlers/access.py). The clock is injectable.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from gidgethub import BadRequest
 from gidgethub.abc import GitHubAPI
 
 from bot.core.workflow import GateSettings
 
-__all__ = ["CACHE_SECONDS", "Decision", "PermissionCache", "authorise", "cache_for", "role_from_answer"]
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CACHE_SECONDS",
+    "Decision",
+    "MemoryPins",
+    "PermissionCache",
+    "PinStore",
+    "authorise",
+    "cache_for",
+    "role_from_answer",
+]
 
 RoleKey = tuple[str, str, int | None]  # (repository, login, user id), lower case
 
@@ -67,17 +90,49 @@ def role_from_answer(answer: Mapping[str, Any]) -> str | None:
     return None
 
 
+class PinStore(Protocol):
+    """The GitHub user id each listed login was first resolved to, by login in lower case."""
+
+    async def get(self, login: str) -> int | None:
+        """The id `login` is pinned to, or None when it never was."""
+        ...
+
+    async def put(self, login: str, user_id: int) -> int:
+        """Pin `login` to `user_id` unless it is pinned already; the id it is pinned to now (the
+        earlier pin's when another process pinned it first)."""
+        ...
+
+
+class MemoryPins:
+    """A `PinStore` in memory: pins last as long as the process."""
+
+    def __init__(self) -> None:
+        self._pins: dict[str, int] = {}
+
+    async def get(self, login: str) -> int | None:
+        return self._pins.get(login.lower())
+
+    async def put(self, login: str, user_id: int) -> int:
+        return self._pins.setdefault(login.lower(), user_id)
+
+
 class PermissionCache:
     """Repository roles by (repository, login, id), each kept `ttl` seconds, and the ids listed logins
-    stand for; concurrent asks share one request."""
+    stand for (pinned in `pins`); concurrent asks share one request."""
 
-    def __init__(self, *, ttl: float = CACHE_SECONDS, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, *, ttl: float = CACHE_SECONDS, clock: Clock = time.monotonic, pins: PinStore | None = None
+    ) -> None:
         self._ttl = ttl
         self._clock = clock
         self._roles: dict[RoleKey, _Entry] = {}
         self._locks: dict[RoleKey, asyncio.Lock] = {}
         self._generation = 0  # bumped by every forget: an answer asked for before it is not kept
-        self._ids = _UserIds(ttl=ttl, clock=clock)
+        self._ids = _UserIds(ttl=ttl, clock=clock, pins=pins if pins is not None else MemoryPins())
+
+    def use_pins(self, pins: PinStore) -> None:
+        """Keep the pins in `pins` from now on (the ids read from the previous store are read again)."""
+        self._ids = _UserIds(ttl=self._ttl, clock=self._clock, pins=pins)
 
     async def role(self, client: GitHubAPI, repository: str, login: str, user_id: int | None = None) -> str | None:
         """`login`'s role on `repository` (read … admin), or None when they have no access."""
@@ -97,8 +152,17 @@ class PermissionCache:
 
     async def listed_ids(self, client: GitHubAPI, logins: tuple[str, ...]) -> frozenset[int]:
         """The GitHub user ids `logins` stand for (a login GitHub does not know stands for nobody)."""
-        ids = [await self._ids.id_of(client, login) for login in logins]
-        return frozenset(found for found in ids if found is not None)
+        return frozenset((await self.pinned_ids(client, logins)).values())
+
+    async def pinned_ids(self, client: GitHubAPI, logins: tuple[str, ...]) -> dict[str, int]:
+        """The GitHub user id each of `logins` stands for, by login in lower case (a login GitHub
+        does not know is left out)."""
+        pinned: dict[str, int] = {}
+        for login in logins:
+            found = await self._ids.id_of(client, login)
+            if found is not None:
+                pinned[login.lower()] = found
+        return pinned
 
     def forget_repository(self, repository: str) -> int:
         """Drop every cached role on `repository` ("owner/name"); how many were dropped."""
@@ -122,28 +186,34 @@ class PermissionCache:
 
 
 class _UserIds:
-    """login -> GitHub user id: the first id a login resolved to is kept; "no such user" for `ttl`."""
+    """login -> GitHub user id: the first id a login resolved to is pinned in `pins` (and read from
+    there again after `ttl`, so a pin a maintainer removed is let go of); "no such user" for `ttl`."""
 
-    def __init__(self, *, ttl: float, clock: Clock) -> None:
+    def __init__(self, *, ttl: float, clock: Clock, pins: PinStore) -> None:
         self._ttl = ttl
         self._clock = clock
-        self._pinned: dict[str, int] = {}
+        self._pins = pins
+        self._read: dict[str, tuple[float, int]] = {}  # login -> (read again after, pinned id)
         self._unknown_until: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def id_of(self, client: GitHubAPI, login: str) -> int | None:
         key = login.lower()
         async with self._locks.setdefault(key, asyncio.Lock()):
-            if key in self._pinned:
-                return self._pinned[key]
+            read = self._read.get(key)
+            if read is not None and self._clock() < read[0]:
+                return read[1]
             if self._clock() < self._unknown_until.get(key, float("-inf")):
                 return None
-            found = await _ask_user_id(client, login)
-            if found is None:
-                self._unknown_until[key] = self._clock() + self._ttl
-            else:
-                self._pinned[key] = found
-            return found
+            pinned = await self._pins.get(key)
+            if pinned is None:
+                found = await _ask_user_id(client, login)
+                if found is None:
+                    self._unknown_until[key] = self._clock() + self._ttl
+                    return None
+                pinned = await self._pins.put(key, found)
+            self._read[key] = (self._clock() + self._ttl, pinned)
+            return pinned
 
 
 @dataclass(frozen=True)
@@ -180,15 +250,20 @@ async def _ask_github(client: GitHubAPI, repository: str, login: str) -> str | N
 _CACHES: weakref.WeakKeyDictionary[Any, PermissionCache] = weakref.WeakKeyDictionary()
 
 
-def cache_for(github: Any) -> PermissionCache:
+def cache_for(github: Any, *, pins: PinStore | None = None) -> PermissionCache:
     """The cache that belongs to one GitHub App object (one per running app); a fresh one for an
-    object that cannot be weakly referenced (None: a test's context without GitHub)."""
+    object that cannot be weakly referenced (None: a test's context without GitHub).
+
+    `pins`, given once where the app is composed (the database's, before any command is judged),
+    becomes where the cache pins listed logins to ids; the callers that judge commands pass none."""
     try:
         cache = _CACHES.get(github)
     except TypeError:
-        return PermissionCache()
+        return PermissionCache(pins=pins)
     if cache is None:
-        cache = _CACHES[github] = PermissionCache()
+        cache = _CACHES[github] = PermissionCache(pins=pins)
+    elif pins is not None:
+        cache.use_pins(pins)
     return cache
 
 
@@ -216,8 +291,11 @@ async def authorise(
         return Decision(False, None, "lanebot takes no commands from bot accounts")
     listed = False
     if isinstance(gate.approvers, tuple):
-        listed = user_id is not None and user_id in await cache.listed_ids(client, gate.approvers)
+        pinned = await cache.pinned_ids(client, gate.approvers)
+        listed = user_id is not None and user_id in pinned.values()
         if not listed:
+            if user_id is not None and login.lower() in pinned:
+                _log_pinned_elsewhere(repository, login, pinned[login.lower()], user_id)
             return Decision(False, None, _NOT_LISTED)
     role = await cache.role(client, repository, login, user_id)
     if gate.may_approve(login, role, listed=listed):
@@ -226,6 +304,21 @@ async def authorise(
     if listed:
         return Decision(False, role, f"{_LISTED_BUT} the {gate.minimum_role} role or higher, and {held}")
     return Decision(False, role, f"commanding lanebot here needs the {gate.approvers} role or higher, and {held}")
+
+
+def _log_pinned_elsewhere(repository: str, login: str, pinned: int, user_id: int) -> None:
+    log.warning(
+        "%s: gate.approvers lists %r, pinned to GitHub user %d, but the commenter %r is GitHub user %d "
+        "(the login was renamed and registered again): refused. If user %d is not the approver, list "
+        "the approver's new login; if it is, remove the pin: DELETE FROM approver_pins WHERE login = '%s';",
+        repository,
+        login,
+        pinned,
+        login,
+        user_id,
+        user_id,
+        login.lower(),
+    )
 
 
 _NOT_LISTED = (

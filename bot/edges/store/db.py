@@ -68,8 +68,15 @@ def display_url(url: str | URL | Engine) -> str:
 
 
 def make_engine(url: str, **engine_options: Any) -> Engine:
-    """An engine for `url`; SQLite connections get WAL, a busy timeout and foreign keys."""
+    """An engine for `url`; SQLite connections get WAL, a busy timeout and foreign keys.
+
+    PostgreSQL connections are pinged when taken from the pool (`pool_pre_ping`), so one the server
+    cut while it sat there (a restart, a failover, pg_terminate_backend) is replaced before use
+    instead of failing the first statement; `engine_options` may say otherwise.
+    """
     parsed = normalise_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        engine_options.setdefault("pool_pre_ping", True)
     engine = create_engine(parsed, **engine_options)
     if parsed.get_backend_name() == "sqlite":
         _create_private_database_file(parsed)

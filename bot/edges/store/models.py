@@ -275,3 +275,18 @@ class RunEvent(SQLModel, table=True):
         """The event's data, decoded from its JSON text."""
         payload: dict[str, Any] = json.loads(self.data)
         return payload
+
+
+class ApproverPin(SQLModel, table=True):
+    """The GitHub user id a login listed in `gate.approvers` first resolved to (`GET /users/{login}`).
+
+    A login can be renamed and registered by someone else; the pin keeps it standing for the account
+    it named when lanebot first read it, across restarts (bot.edges.github.permissions). `login` is in
+    lower case, as GitHub compares logins. Removing a row lets the login be resolved afresh.
+    """
+
+    __tablename__ = "approver_pins"
+
+    login: str = Field(primary_key=True)
+    user_id: int = Field(sa_type=BigInteger, nullable=False)
+    pinned_at: datetime = _timestamp()

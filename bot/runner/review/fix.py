@@ -5,8 +5,9 @@ comment by someone allowed to approve:
 
 1. The pull request as it is now (head, base), every review comment on it, and which threads are
    resolved (GitHub's GraphQL `reviewThreads`; REST does not say). Resolved threads are left out. A
-   comment is trusted when its author may approve; threads with a trusted comment are instructions,
-   the rest context (bot/core/feedback.py).
+   comment is trusted when its author may approve, asked of `authorise` with the author's GitHub user
+   id (`user.id`; a deleted account has none and is never trusted), the requester's comments too;
+   threads with a trusted comment are instructions, the rest context (bot/core/feedback.py).
 2. One agent session in the pull request branch's worktree, with `.lanebot/threads.json` beside the
    prompt; it reports in `.lanebot/fix.json` which threads it addressed and which not, and why.
    It may change the files the pull request already changes and any the approver named in backticks;
@@ -104,11 +105,11 @@ class _Attempt:
 @dataclass
 class _Feedback:
     brief: Brief
-    trusted: set[str] = field(default_factory=set)
+    trusted: set[int] = field(default_factory=set)  # GitHub user ids, never logins
     problems: list[str] = field(default_factory=list)
 
     def is_trusted(self, comment: ReviewComment) -> bool:
-        return not comment.author_is_bot and comment.author.lower() in self.trusted
+        return not comment.author_is_bot and comment.author_id is not None and comment.author_id in self.trusted
 
 
 class _FixLane:
@@ -170,18 +171,20 @@ class _FixLane:
             )
             states = {}
         threads = build_threads(comments, states)
-        trusted = {self.request.requested_by.lower()}
-        for author in sorted({c.author for t in threads for c in t.comments if not c.author_is_bot}):
-            if author.lower() not in trusted and await self._may_approve(author):
-                trusted.add(author.lower())
+        # Each author is asked about by GitHub user id, the requester too: a login alone could be
+        # someone else's by now (renamed and registered again). A comment without an id is no one's.
+        authors = {(c.author_id, c.author) for t in threads for c in t.comments if not c.author_is_bot}
+        trusted: set[int] = set()
+        for user_id, login in sorted((user_id, login) for user_id, login in authors if user_id is not None):
+            if await self._may_approve(login, user_id):
+                trusted.add(user_id)
         feedback = _Feedback(brief=Brief((), ()), trusted=trusted, problems=problems)
         feedback.brief = sort_threads(threads, feedback.is_trusted)
         return feedback
 
-    async def _may_approve(self, login: str) -> bool:
-        decision = await authorise(
-            self.rt.client, self.rt.run.repository, login, self.rt.workflow.gate, cache_for(self.rt.context.github)
-        )
+    async def _may_approve(self, login: str, user_id: int) -> bool:
+        gate, cache = self.rt.workflow.gate, cache_for(self.rt.context.github)
+        decision = await authorise(self.rt.client, self.rt.run.repository, login, gate, cache, user_id=user_id)
         return decision.allowed
 
     async def _attempts(
