@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES = ("plan", "db", "serve", "sandbox", "demo", "gc")
+COMMAND_MODULES = ("plan", "db", "serve", "worker", "sandbox", "demo", "gc")
 
 
 class UsageError(Exception):

@@ -54,6 +54,8 @@ class Stack:
     _lanebot: subprocess.Popen[bytes] | None = None
     _lanebot_port: int = 0
     _secret: str = ""
+    # `lanebot worker` processes started by `start_worker`, by name (none unless asked for).
+    _workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -176,6 +178,36 @@ class Stack:
         except httpx.HTTPError:
             return False
 
+    def worker_workdir(self, name: str) -> Path:
+        return self.root / f"worker-{name}-work"
+
+    def start_worker(self, name: str, *, concurrency: int = 2, env: dict[str, str] | None = None) -> None:
+        """Start `lanebot worker --name NAME` with lanebot's environment (LANEBOT_BROKER_URL among
+        `lanebot_env`, or in `env`) and a work folder of its own, as another host would have; it
+        runs until `stop`. Its log is worker-NAME.log under `root`."""
+        if name in self._workers:
+            raise ValueError(f"a worker named {name!r} is already running")
+        environment = {**self.lanebot_environment(), "LANEBOT_WORKDIR": str(self.worker_workdir(name)), **(env or {})}
+        argv = [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "worker",
+            "--name",
+            name,
+            "--concurrency",
+            str(concurrency),
+            "--env-file",
+            str(self.root / "no.env"),
+        ]
+        log = open(self.root / f"worker-{name}.log", "ab")
+        self._workers[name] = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=self.root, start_new_session=True
+        )
+
+    def worker(self, name: str) -> subprocess.Popen[bytes]:
+        return self._workers[name]
+
     def kill_lanebot(self) -> None:
         """SIGKILL lanebot's whole process group: the App and every agent it started."""
         if self._lanebot is not None and self._lanebot.poll() is None:
@@ -183,7 +215,7 @@ class Stack:
             self._lanebot.wait()
 
     def stop(self) -> None:
-        for process in (self._lanebot, self._sandbox):
+        for process in (*self._workers.values(), self._lanebot, self._sandbox):
             if process is not None and process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
                 try:

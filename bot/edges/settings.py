@@ -92,6 +92,9 @@ class Settings:
     intake_store_timeout: float = 8.0
     # A body stored within this many seconds is not stored again under a new delivery id (0: off).
     replay_window: float = 86400.0
+    # Where lane, merge and integrate jobs go to `lanebot worker`s (LANEBOT_BROKER_URL, redis:// or amqp://);
+    # empty: they run inside `lanebot serve` (the embedded executor).
+    broker_url: str = field(default="", repr=False)
 
     @classmethod
     def load(
@@ -130,6 +133,7 @@ class Settings:
             intake_max_buffered_bytes=reader.integer("LANEBOT_INTAKE_MAX_BUFFERED_MB", 64, low=1) * 1024 * 1024,
             intake_store_timeout=reader.seconds("LANEBOT_INTAKE_STORE_TIMEOUT", 8.0, high=9.5),
             replay_window=reader.seconds("LANEBOT_REPLAY_WINDOW", 86400.0, zero=True),
+            broker_url=_broker_url(reader),
         )
         if problems:
             raise SettingsError(problems)
@@ -369,3 +373,19 @@ def _extends_owners(reader: _Reader) -> tuple[str, ...]:
         reader.problem(name, f"{name} must list GitHub owners (or *) separated by commas, not {malformed[0]!r}")
         return ()
     return owners
+
+
+_BROKER_SCHEMES = ("redis://", "rediss://", "amqp://", "amqps://")
+
+
+def _broker_url(reader: _Reader) -> str:
+    """LANEBOT_BROKER_URL: a Redis or RabbitMQ URL, or nothing (jobs run in `lanebot serve`)."""
+    name = "LANEBOT_BROKER_URL"
+    value = reader.get(name, "")
+    if value and not value.lower().startswith(_BROKER_SCHEMES):
+        # The value is not echoed: a broker URL may carry a password.
+        reader.problem(
+            name, f"{name} must be a Redis or RabbitMQ URL such as redis://127.0.0.1:6379/0 or amqp://host:5672//"
+        )
+        return ""
+    return value

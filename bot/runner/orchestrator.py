@@ -100,19 +100,37 @@ _EXECUTORS: dict[int, tuple[Engine, Executor]] = {}
 
 
 def executor_for(context: RunnerContext) -> Executor:
-    """The context's executor (`context.executor`), else this process's embedded executor for its
-    database, created on first use with the host's caps."""
+    """The context's executor (`context.executor`), else this process's executor for its database,
+    created on first use with the host's caps: the Celery executor when the host's settings name a
+    broker (LANEBOT_BROKER_URL), else the embedded one."""
     # An extra a host or a test may set; RunnerContext cannot declare a member that may be absent.
     explicit: Executor | None = getattr(context, "executor", None)
     if explicit is not None:
         return explicit
     entry = _EXECUTORS.get(id(context.engine))
     if entry is None or entry[0] is not context.engine:
-        executor = EmbeddedExecutor(
-            functools.partial(perform, context),
-            max_lanes=context.settings.max_lanes,
-            max_runs_per_repo=context.settings.max_runs_per_repo,
-        )
+        # LANEBOT_BROKER_URL (an extra of the host's Settings): jobs go to `lanebot worker`s.
+        broker_url: str = getattr(context.settings, "broker_url", "")
+        executor: Executor
+        if broker_url:
+            from bot.edges.executor.celery_executor import CeleryExecutor
+
+            async def stopping(run_id: int) -> bool:
+                run = await db(store.get_run, context.engine, run_id)
+                return run is not None and run.state == RunState.CANCELLED
+
+            executor = CeleryExecutor(
+                broker_url,
+                max_lanes=context.settings.max_lanes,
+                max_runs_per_repo=context.settings.max_runs_per_repo,
+                stopping=stopping,
+            )
+        else:
+            executor = EmbeddedExecutor(
+                functools.partial(perform, context),
+                max_lanes=context.settings.max_lanes,
+                max_runs_per_repo=context.settings.max_runs_per_repo,
+            )
         entry = _EXECUTORS[id(context.engine)] = (context.engine, executor)
     return entry[1]
 

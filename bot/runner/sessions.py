@@ -34,8 +34,18 @@ _T = TypeVar("_T")
 
 @functools.cache
 def host_name() -> str:
-    """This runner host's name, recorded on the agent sessions it starts."""
-    return socket.gethostname()
+    """This runner host's name, recorded on the agent sessions it starts: `lanebot worker --name`,
+    else the machine's host name."""
+    return _HOST_NAME or socket.gethostname()
+
+
+def name_this_host(name: str) -> None:
+    """Record `name` as this process's host on the sessions it starts from now on."""
+    global _HOST_NAME
+    _HOST_NAME = name
+
+
+_HOST_NAME: str | None = None
 
 
 class RecordedAgent:

@@ -1,0 +1,323 @@
+"""The Celery executor: lane, merge and integrate jobs go to `lanebot worker`s over a broker.
+
+`lanebot serve` uses it when LANEBOT_BROKER_URL is set (Redis, `redis://127.0.0.1:6379/0`, or
+RabbitMQ, `amqp://guest:guest@127.0.0.1:5672//`). A job travels as its ids only (the `Job`'s
+fields, JSON), as one Celery task named `TASK_NAME` on the queue `QUEUE`; the worker reads
+everything else from the database and the git remote, and writes its outcome back there.
+
+How this side learns that a job ended: from Celery's result backend, the broker's own Redis for
+a Redis broker and `rpc://` (results as messages back to this process) for RabbitMQ. One poller
+looks at the states of the jobs sent and not yet ended, every `poll_s`; a ready one ends its job
+here (`run` returns, `generation` grows, `wait` wakes), whichever host ran it. A result holds
+nothing secret: `{"ok": true}`, or `{"ok": false, "error": <an exception's type name>}`; the
+details stay in the worker's log.
+
+Delivery: tasks are acknowledged late and rejected back to the queue when their worker process is
+lost (`acks_late`, `reject_on_worker_lost`), and a worker takes one task per free process
+(`worker_prefetch_multiplier=1`), so a queued lane waits for whichever worker frees up first.
+
+Cancelling (`cancel_run`) reaches the worker through the database: `/cancel` marks the run
+cancelled before it calls `cancel_run`, and the worker's task, which looks at its run's state every
+second, cancels the job's asyncio task, whose agent adapters kill the agent's process group as in
+the embedded executor. `cancel_run` also revokes the run's tasks (a queued one is then dropped by the
+worker that receives it) and waits until every one of them has ended. When the run is not cancelled
+(`lanebot serve` itself is stopping), the jobs are left to finish on their workers: their outcomes
+are in the database when lanebot starts again.
+
+Caps: lane jobs are sent at most `max_lanes` at a time from this process (the others wait here, not
+in the queue), and `run_slot` caps the runs building per repository, as in the embedded executor;
+each worker's `--concurrency` caps what it runs at once. (Both in this process's memory: right for
+one `lanebot serve`; caps held in the database are left for several.)
+
+Every call into Celery (sending, polling, revoking) goes through one thread of its own, so
+Celery's connections, which are not safe to share between threads, are only ever used by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from celery import Celery
+from celery.result import AsyncResult
+
+from bot.edges.executor import Job, JobKind
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "QUEUE",
+    "TASK_NAME",
+    "CeleryExecutor",
+    "JobFailed",
+    "celery_app",
+    "job_from_message",
+    "job_message",
+    "result_backend_for",
+]
+
+TASK_NAME = "lanebot.perform"
+QUEUE = "lanebot"
+POLL_S = 0.5  # how often the poller looks at the results of the jobs sent
+CANCEL_WAIT_S = 60.0  # the longest cancel_run waits for a cancelled run's jobs to end on their workers
+# Redis hands an unacknowledged task to another worker after this long; a job must end before it
+# (an agent session's own timeout is 30 minutes by default; leases in the database are to replace it).
+VISIBILITY_TIMEOUT_S = 6 * 3600
+
+T = TypeVar("T")
+
+# The states after which a task does nothing more (celery.states.READY_STATES).
+_SUCCESS, _FAILURE, _REVOKED = "SUCCESS", "FAILURE", "REVOKED"
+
+
+class JobFailed(RuntimeError):
+    """A job ended with an error on its worker; the worker's log has the details."""
+
+
+def result_backend_for(broker_url: str) -> str:
+    """Where results go: the broker's Redis for a Redis broker, else back over AMQP (`rpc://`)."""
+    return broker_url if broker_url.lower().startswith(("redis://", "rediss://")) else "rpc://"
+
+
+def celery_app(broker_url: str, *, main: str = "lanebot") -> Celery:
+    """The Celery app both sides use: the broker, the result backend, late acknowledgement."""
+    app = Celery(main, broker=broker_url, backend=result_backend_for(broker_url), set_as_current=False)
+    app.conf.update(
+        task_default_queue=QUEUE,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        result_expires=timedelta(days=1),
+        result_extended=False,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+        # Flower and `celery events` see the workers' tasks without -E.
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+    )
+    return app
+
+
+def job_message(job: Job) -> dict[str, Any]:
+    """What a task carries: the job's fields, as JSON."""
+    return {
+        "kind": job.kind.value,
+        "run_id": job.run_id,
+        "unit_id": job.unit_id,
+        "attempt": job.attempt,
+        "units": list(job.units),
+    }
+
+
+def job_from_message(message: dict[str, Any]) -> Job:
+    """The job a task carries (ValueError when it is not one)."""
+    units = message.get("units") or ()
+    if not isinstance(units, list | tuple) or not all(isinstance(unit, str) for unit in units):
+        raise ValueError(f"a job's units are a list of unit ids, got {units!r}")
+    run_id, attempt = message.get("run_id"), message.get("attempt", 0)
+    if not isinstance(run_id, int) or not isinstance(attempt, int):
+        raise ValueError(f"a job's run_id and attempt are whole numbers, got {message!r}")
+    unit_id = message.get("unit_id")
+    if unit_id is not None and not isinstance(unit_id, str):
+        raise ValueError(f"a job's unit_id is a unit id, got {unit_id!r}")
+    return Job(JobKind(str(message.get("kind"))), run_id, unit_id=unit_id, attempt=attempt, units=tuple(units))
+
+
+class CeleryExecutor:
+    """Sends jobs to `lanebot worker`s. `stopping(run_id)`: whether the run's jobs are to stop
+    (the run is cancelled in the database), asked by `cancel_run`."""
+
+    local = False
+
+    def __init__(
+        self,
+        broker_url: str,
+        *,
+        max_lanes: int,
+        max_runs_per_repo: int,
+        stopping: Callable[[int], Awaitable[bool]],
+        poll_s: float = POLL_S,
+        cancel_wait_s: float = CANCEL_WAIT_S,
+        app: Celery | None = None,
+    ) -> None:
+        for name, value in (("max_lanes", max_lanes), ("max_runs_per_repo", max_runs_per_repo)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+        self._app = app if app is not None else celery_app(broker_url)
+        self._stopping = stopping
+        self._poll_s = poll_s
+        self._cancel_wait_s = cancel_wait_s
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lanebot-celery")
+        self._lane_slots = asyncio.Semaphore(max_lanes)
+        self._max_runs_per_repo = max_runs_per_repo
+        self._repo_slots: dict[str, asyncio.Semaphore] = {}
+        self._tasks: dict[tuple[object, ...], tuple[Job, asyncio.Task[None]]] = {}
+        # task id -> (its job, its result, what the poller resolves with the result's meta)
+        self._sent: dict[str, tuple[Job, AsyncResult, asyncio.Future[dict[str, Any]]]] = {}
+        self._poller: asyncio.Task[None] | None = None
+        self._generations: defaultdict[int, int] = defaultdict(int)
+        self._changed: defaultdict[int, asyncio.Event] = defaultdict(asyncio.Event)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"CeleryExecutor(jobs={len(self._tasks)}, sent={len(self._sent)})"
+
+    # -- the Executor protocol ------------------------------------------------------------------
+
+    async def submit(self, job: Job) -> bool:
+        if self._closed:
+            raise RuntimeError("the executor is closed")
+        if job.key in self._tasks:
+            return False
+        task = asyncio.create_task(self._execute(job), name=f"lanebot-celery-{job.describe()}")
+        self._tasks[job.key] = (job, task)
+        return True
+
+    async def run(self, job: Job) -> None:
+        entry = self._tasks.get(job.key)
+        if entry is None:
+            await self.submit(job)
+            entry = self._tasks[job.key]
+        try:
+            await asyncio.shield(entry[1])
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the caller itself is being cancelled
+            # The job was cancelled by cancel_run: its end is in the database, like any other end.
+
+    def generation(self, run_id: int) -> int:
+        return self._generations[run_id]
+
+    async def wait(self, run_id: int, after: int, timeout: float) -> None:
+        event = self._changed[run_id]
+        while self._generations[run_id] <= after:
+            event.clear()
+            try:
+                await asyncio.wait_for(event.wait(), timeout)
+            except TimeoutError:
+                return
+
+    def active(self, run_id: int) -> tuple[Job, ...]:
+        return tuple(job for job, task in self._tasks.values() if job.run_id == run_id and not task.done())
+
+    async def cancel_run(self, run_id: int) -> None:
+        entries = [(job, task) for job, task in self._tasks.values() if job.run_id == run_id]
+        if not entries:
+            return
+        if not await self._stopping(run_id):
+            # lanebot serve is stopping, not the run: its jobs go on on their workers.
+            return
+        sent = {job.key: task_id for task_id, (job, _, _) in self._sent.items() if job.run_id == run_id}
+        for job, task in entries:
+            if job.key not in sent:
+                task.cancel()  # still waiting here for a lane slot: nothing was sent
+        if sent:
+            with contextlib.suppress(Exception):  # the workers look at the run's state anyway
+                await self._call(self._app.control.revoke, list(sent.values()))
+        _, late = await asyncio.wait([task for _, task in entries], timeout=self._cancel_wait_s)
+        if late:
+            log.warning("%d job(s) of cancelled run %d still run after %g s", len(late), run_id, self._cancel_wait_s)
+
+    @contextlib.asynccontextmanager
+    async def run_slot(self, repository: str) -> AsyncIterator[None]:
+        slot = self._repo_slots.setdefault(repository.lower(), asyncio.Semaphore(self._max_runs_per_repo))
+        async with slot:
+            yield
+
+    async def close(self) -> None:
+        """Stop looking at results; the jobs sent go on on their workers."""
+        self._closed = True
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+        tasks = [task for _, task in self._tasks.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._app.close)
+        self._thread.shutdown(wait=False)
+
+    # -- the jobs -----------------------------------------------------------------------------
+
+    async def _execute(self, job: Job) -> None:
+        try:
+            if job.kind is JobKind.LANE:
+                async with self._lane_slots:
+                    await self._remote(job)
+            else:
+                await self._remote(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s failed", job.describe())
+            if job.kind is JobKind.LANE:
+                return
+            raise
+        finally:
+            self._tasks.pop(job.key, None)
+            self._generations[job.run_id] += 1
+            self._changed[job.run_id].set()
+
+    async def _remote(self, job: Job) -> None:
+        task_id = f"lanebot-{job.kind.value}-{job.run_id}-{uuid.uuid4().hex}"
+        done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        result = await self._call(
+            self._app.send_task, TASK_NAME, kwargs={"job": job_message(job)}, task_id=task_id, queue=QUEUE
+        )
+        self._sent[task_id] = (job, result, done)
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.create_task(self._poll(), name="lanebot-celery-results")
+        try:
+            meta = await done
+        finally:
+            self._sent.pop(task_id, None)
+        state = meta.get("status")
+        if state == _REVOKED:
+            log.info("%s was revoked", job.describe())
+            return
+        outcome = meta.get("result")
+        if state == _FAILURE or not (isinstance(outcome, dict) and outcome.get("ok")):
+            error = outcome.get("error") if isinstance(outcome, dict) else type(outcome).__name__
+            raise JobFailed(f"{job.describe()} failed on its worker ({error}); the worker's log has the details")
+
+    async def _poll(self) -> None:
+        while self._sent:
+            pending = {task_id: result for task_id, (_, result, done) in self._sent.items() if not done.done()}
+            try:
+                states = await self._call(_ready_metas, pending)
+            except Exception:
+                log.warning("could not read the results of %d job(s); trying again", len(pending), exc_info=True)
+                states = {}
+            for task_id, meta in states.items():
+                entry = self._sent.get(task_id)
+                if entry is not None and not entry[2].done():
+                    entry[2].set_result(meta)
+            await asyncio.sleep(self._poll_s)
+
+    async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, lambda: function(*args, **kwargs))
+
+
+def _ready_metas(results: dict[str, AsyncResult]) -> dict[str, dict[str, Any]]:
+    """The metas (status, result) of the results that are ready, by task id."""
+    ready = {}
+    for task_id, result in results.items():
+        state = result.state
+        if state in (_SUCCESS, _FAILURE, _REVOKED):
+            ready[task_id] = {"status": state, "result": result.result if state == _SUCCESS else None}
+    return ready

@@ -1,0 +1,223 @@
+"""Lanes on `lanebot worker`s: `lanebot serve` hands its jobs to Celery over Redis or RabbitMQ.
+
+The sandbox GitHub, `lanebot serve` with LANEBOT_BROKER_URL, and two `lanebot worker` processes,
+each with a work folder and a name of its own as two hosts would have, on a throwaway PostgreSQL
+database. Real Redis, RabbitMQ and PostgreSQL at their default ports (LANEBOT_TEST_REDIS_URL,
+LANEBOT_TEST_AMQP_URL, LANEBOT_TEST_POSTGRES_URL); when one cannot be reached its cases skip with
+the reason, except under CI=true, where they fail.
+
+Tests running side by side do not take each other's jobs: each Redis case claims a database number
+of its own, each RabbitMQ case a virtual host of its own (when `rabbitmqctl` works here).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from bot.demo.plan import UNITS
+from bot.demo.runner import repository_config
+from bot.demo.stack import Stack
+from bot.edges.store import db, runs
+from tests.e2e.conftest import shared_folder
+from tests.e2e.test_end_to_end import (
+    MAINTAINER,
+    REPO,
+    STEP_TIMEOUT,
+    config,
+    merge_commits,
+    open_and_label,
+    plan_body,
+    recipe_unit,
+    state_labels,
+    wait_for_pull,
+)
+from tests.process_helpers import gone, processes_with
+
+pytestmark = pytest.mark.slow
+
+REDIS_URL = os.environ.get("LANEBOT_TEST_REDIS_URL", "redis://127.0.0.1:6379")
+AMQP_URL = os.environ.get("LANEBOT_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672")
+POSTGRES_URL = os.environ.get("LANEBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+WORKERS = ("host-a", "host-b")
+CLAIM_KEY = "lanebot:test-claim"
+
+
+def unavailable(message: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def postgres_database() -> Iterator[str]:
+    """A database of its own on the test PostgreSQL server, dropped after."""
+    server = db.make_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
+    name = f"lanebot_workers_{uuid.uuid4().hex[:12]}"
+    try:
+        with server.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as error:
+        server.dispose()
+        unavailable(
+            f"PostgreSQL at {POSTGRES_URL} is unreachable ({type(error).__name__}); set LANEBOT_TEST_POSTGRES_URL"
+        )
+    try:
+        yield server.url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with server.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        server.dispose()
+
+
+def redis_broker() -> Iterator[str]:
+    """A Redis database number no other test holds: the broker's URL on it."""
+    import redis
+
+    token = uuid.uuid4().hex
+    try:
+        redis.Redis.from_url(f"{REDIS_URL}/0", socket_connect_timeout=3).ping()
+    except redis.RedisError as error:
+        unavailable(f"Redis at {REDIS_URL} is unreachable ({error}); set LANEBOT_TEST_REDIS_URL")
+    for number in range(1, 16):
+        client = redis.Redis.from_url(f"{REDIS_URL}/{number}")
+        if client.set(CLAIM_KEY, token, nx=True, ex=1800):
+            break
+    else:
+        pytest.fail(f"every database number of Redis at {REDIS_URL} is held by another test")
+    try:
+        yield f"{REDIS_URL}/{number}"
+    finally:
+        if client.get(CLAIM_KEY) == token.encode():
+            client.flushdb()
+        client.close()
+
+
+def amqp_broker() -> Iterator[str]:
+    """A RabbitMQ virtual host of the test's own when `rabbitmqctl` works here, else the default one."""
+    from kombu import Connection
+
+    try:
+        with Connection(f"{AMQP_URL}//", connect_timeout=3) as connection:
+            connection.ensure_connection(max_retries=1)
+    except Exception as error:
+        unavailable(f"RabbitMQ at {AMQP_URL} is unreachable ({error}); set LANEBOT_TEST_AMQP_URL")
+    vhost = f"lanebot-test-{uuid.uuid4().hex[:10]}"
+    ctl = shutil.which("rabbitmqctl")
+    made = False
+    if ctl is not None:
+        made = subprocess.run([ctl, "add_vhost", vhost], capture_output=True).returncode == 0
+        made = made and subprocess.run(
+            [ctl, "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"], capture_output=True
+        ).returncode == 0  # fmt: skip
+    try:
+        yield f"{AMQP_URL}/{vhost}" if made else f"{AMQP_URL}//"
+    finally:
+        if made:
+            subprocess.run([ctl, "delete_vhost", vhost], capture_output=True)  # type: ignore[list-item]
+
+
+@pytest.fixture(params=["redis", "amqp"])
+def broker_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from (redis_broker() if request.param == "redis" else amqp_broker())
+
+
+@pytest.fixture
+def worker_stack(tmp_path: Path, broker_url: str, postgres_database: str) -> Iterator[Stack]:
+    env = {"LANEBOT_JAIL_READ_ONLY": str(shared_folder(tmp_path)), "LANEBOT_BROKER_URL": broker_url}
+    with Stack(tmp_path / "stack", lanebot_env=env, database=postgres_database) as stack:
+        for name in WORKERS:
+            stack.start_worker(name, concurrency=1)
+        yield stack
+
+
+def run_id_of(stack: Stack, number: int) -> int:
+    engine = db.make_engine(stack.database_url)
+    try:
+        run = runs.active_run(engine, REPO, number)
+        assert run is not None and run.id is not None
+        return run.id
+    finally:
+        engine.dispose()
+
+
+def session_hosts(stack: Stack, run_id: int) -> dict[str, set[str]]:
+    """Which hosts ran the run's sessions, by kind."""
+    engine = db.make_engine(stack.database_url)
+    try:
+        hosts: dict[str, set[str]] = {}
+        for session in runs.sessions(engine, run_id):
+            hosts.setdefault(session.kind, set()).add(session.host or "")
+        return hosts
+    finally:
+        engine.dispose()
+
+
+def test_lanes_spread_over_two_workers_into_one_pull_request(worker_stack: Stack):
+    stack = worker_stack
+    started = time.monotonic()
+    # Checks that take a moment, so that both workers (one job at a time each) have a lane to run.
+    units = [dict(unit, check=f"sleep 2 && {unit['check']}") for unit in UNITS]
+    number = open_and_label(stack, plan_body(units), cfg=repository_config("recipe"))
+    stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
+
+    wait_for_pull(stack, number)
+    stack.human.drain()
+    assert len(stack.repository(REPO)["pulls"]) == 1
+    merges = merge_commits(stack, f"lanebot/{number}")
+    assert sorted(merges) == sorted(f"Merge lane '{unit['id']}' of #{number}" for unit in UNITS)
+    hosts = session_hosts(stack, run_id_of(stack, number))
+    assert hosts["lane"] == set(WORKERS), hosts
+    assert hosts["integrate"] <= set(WORKERS), hosts
+    for name in WORKERS:
+        assert stack.worker_workdir(name).is_dir()
+        assert stack.worker(name).poll() is None, f"worker {name} exited; see worker-{name}.log"
+    print(f"two workers, four lanes, one pull request in {time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.parametrize("broker_url", ["redis"], indirect=True)
+def test_cancel_stops_the_lanes_on_both_workers(worker_stack: Stack):
+    stack = worker_stack
+    seconds = f"{90 + uuid.uuid4().int % 1000 / 1000:.3f}"  # a sleep no other test's check runs
+    units = [
+        recipe_unit(unit, rf"^{unit}\.txt$", {f"{unit}.txt": "zzz\n"}, check=f"sleep {seconds}")
+        for unit in ("slow-a", "slow-b")
+    ]
+    number = open_and_label(stack, plan_body(units), cfg=config(max_retries=0))
+    stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
+    stack.wait_for(
+        "both lanes' checks running",
+        lambda: len(processes_with(seconds)) == 2,
+        timeout=STEP_TIMEOUT,
+        seen=lambda: f"{len(processes_with(seconds))} running",
+    )
+    run_id = run_id_of(stack, number)
+    assert session_hosts(stack, run_id)["lane"] == set(WORKERS)
+
+    stack.human.comment(REPO, number, login=MAINTAINER, body="/cancel")
+    stack.wait_for(
+        "no state label (cancelled)",
+        lambda: state_labels(stack, number) == [],
+        timeout=STEP_TIMEOUT,
+        seen=lambda: str(state_labels(stack, number)),
+    )
+    assert gone(seconds), "a lane's check outlived /cancel"
+    engine = db.make_engine(stack.database_url)
+    try:
+        run = runs.get_run(engine, run_id)
+        assert run is not None and run.state == "cancelled"
+        assert {lane.state for lane in runs.lanes(engine, run_id)} == {"failed"}
+        assert {s.status for s in runs.sessions(engine, run_id) if s.kind == "lane"} == {"cancelled"}
+    finally:
+        engine.dispose()
+    assert not stack.repository(REPO)["pulls"]
+    for name in WORKERS:
+        assert stack.worker(name).poll() is None, f"worker {name} exited; see worker-{name}.log"
