@@ -34,6 +34,7 @@ IO_MODULES = (
     "celery",
     "multiprocessing",
     "selectors",
+    "prometheus_client",
 )
 # The standard library's package-metadata reader, which pydantic imports to look for plugins, loads
 # `email.utils`, which imports `socket` (for getfqdn) and through it `selectors`; nothing is opened.

@@ -10,7 +10,7 @@ import re
 import urllib.parse
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gidgethub
 import httpx
@@ -18,6 +18,7 @@ import uvicorn
 
 from bot.cli import UsageError
 from bot.cli.db import deliveries_subcommands
+from bot.edges.logcontext import json_handler
 from bot.edges.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -96,18 +97,35 @@ def load_settings(env_file: Path) -> Settings:
         raise UsageError(str(error)) from None
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """The root logger at `level`, writing text lines or (`log_format` "json", LOG_FORMAT=json) JSON
+    lines that carry the run, unit and delivery ids (bot.edges.logcontext); `lanebot worker` uses it too."""
     numeric = _LOGGING_LEVELS.get(level, getattr(logging, level.upper(), logging.INFO))
-    logging.basicConfig(level=numeric, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_format == "json":
+        logging.basicConfig(level=numeric, handlers=[json_handler()])
+        logging.captureWarnings(True)  # a warning is a JSON line too, not text among them
+    else:
+        logging.basicConfig(level=numeric, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def uvicorn_logging(log_format: str) -> dict[str, Any]:
+    """uvicorn.run's logging options: its own text config, or none (its loggers then reach the JSON lines)."""
+    return {"log_config": None} if log_format == "json" else {}
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from bot.web.app import create_app
 
     settings = load_settings(args.env_file)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
-    uvicorn.run(app, host=args.host or settings.host, port=args.port or settings.port, log_level=settings.log_level)
+    uvicorn.run(
+        app,
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        log_level=settings.log_level,
+        **uvicorn_logging(settings.log_format),
+    )
     return 0
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bot.cli import UsageError
 from bot.cli.serve import configure_logging, load_settings
+from bot.edges.settings import Settings
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -30,7 +31,11 @@ What a runner host needs:
     CLIs the workflow names (claude, codex), logged in or given their keys in the environment.
 
 Settings come from the environment and --env-file, as for `lanebot serve`. Each agent session it
-starts records --name as its host.
+starts records --name as its host. LOG_FORMAT=json writes its log as JSON lines carrying the run,
+unit and delivery ids (and leaves out Celery's banner). --metrics-port N serves Prometheus metrics at
+http://HOST:N/metrics (HOST, default 127.0.0.1) from the worker's main process: runs by state, lanes
+running per host and queued, session and lane durations, all read from the database at each scrape,
+so every worker (and `lanebot serve`) shows the same values.
 """
 
 
@@ -64,6 +69,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the .env file with the App's settings (default .env)",
     )
     worker.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=0,
+        metavar="N",
+        help="serve Prometheus metrics at http://HOST:N/metrics (default 0: none)",
+    )
+    worker.add_argument(
         "--loglevel",
         choices=_LOG_LEVELS,
         default=None,
@@ -75,6 +87,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: a whole number from 0 (none) to 65535")
     return int(text)
 
 
@@ -94,10 +112,21 @@ def run_worker(args: argparse.Namespace) -> int:
         raise UsageError("LANEBOT_BROKER_URL is not set: a worker takes its jobs from that broker (see --help)")
     name = args.name or re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:63].lstrip("._-") or "lanebot"
     level = args.loglevel or (settings.log_level if settings.log_level in _LOG_LEVELS else "info")
-    configure_logging(level)
+    configure_logging(level, settings.log_format)
     app = worker_app(settings, name)
+    if args.metrics_port:
+        _serve_metrics(settings, args.metrics_port)
+    quiet = []
+    if settings.log_format == "json":
+        # Celery then configures no logging of its own (the JSON lines stay the only format) and
+        # prints no banner, so that every line of the worker's output is one JSON object.
+        from celery.signals import setup_logging
+
+        setup_logging.connect(_leave_logging_alone, weak=False)
+        quiet = ["--quiet"]
     app.worker_main(
         [
+            *quiet,  # one of Celery's own options: before its sub-command
             "worker",
             f"--concurrency={args.concurrency}",
             f"--hostname={name}@%h",
@@ -106,3 +135,22 @@ def run_worker(args: argparse.Namespace) -> int:
         ]
     )
     return 0
+
+
+def _leave_logging_alone(**_kwargs: object) -> None:
+    """Celery's `setup_logging` signal: connected, it makes Celery leave logging as lanebot set it."""
+
+
+def _serve_metrics(settings: Settings, port: int) -> None:
+    """Metrics from this, the main, process. Its engine keeps no connection between scrapes
+    (NullPool): the prefork children are forked from this process and must not inherit one."""
+    from sqlalchemy.pool import NullPool
+
+    from bot.edges.store import db
+    from bot.runner.metrics import serve_metrics, worker_registry
+
+    engine = db.make_engine(settings.database_url, poolclass=NullPool)
+    try:
+        serve_metrics(worker_registry(engine), host=settings.host, port=port)
+    except OSError as error:
+        raise UsageError(f"cannot serve metrics on {settings.host}:{port}: {error.strerror or error}") from None

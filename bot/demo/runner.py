@@ -12,16 +12,25 @@ in its home folder, CODEX_HOME's config, ...: the variables lanebot passes to th
 is `agent_binary`, else $LANEBOT_DEMO_AGENT_BINARY, else the agent's name on PATH; it reaches
 lanebot as host settings (`agents.<agent>.binary`, in a copy of the default workflow under the
 demo's folder), as a repository's .github/lanebot.yml may not choose programs for the host.
+
+With `workers` N, the lanes, merges and the integrate step run on N `lanebot worker` processes
+(`runner-1` ... `runner-N`, one job at a time each, each with a work folder of its own as N hosts
+would have), which `lanebot serve` hands them to over Redis (LANEBOT_BROKER_URL, default
+redis://127.0.0.1:6379/0: the demo claims a database number of its own there and empties it after),
+on a PostgreSQL database created for the demo on the server of DATABASE_URL (default
+postgresql://postgres@127.0.0.1:5432/test) and dropped after (bot/demo/services.py). The table of
+lanes then has a `host` column: which worker ran each lane's last attempt.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +39,14 @@ import yaml
 
 from bot.core.workflow import deep_merge
 from bot.demo.plan import issue_body
+from bot.demo.services import (
+    DEFAULT_BROKER_URL,
+    DEFAULT_POSTGRES_URL,
+    ServiceUnavailable,
+    claimed_redis,
+    shown_url,
+    throwaway_postgres,
+)
 from bot.demo.stack import Stack, StepTimedOut
 from bot.edges.store import db, runs
 from bot.edges.store.models import Lane
@@ -71,6 +88,7 @@ class DemoResult:
     wall_clock_s: float
     graph_log: str
     api_requests: int
+    hosts: dict[str, str] = field(default_factory=dict)  # unit -> the host of its last attempt (with workers)
 
 
 def agent_binary_for(agent: str, agent_binary: str | None = None) -> str:
@@ -88,22 +106,46 @@ def host_workflows(root: Path, agent: str, binary: str) -> Path:
     return folder
 
 
+def worker_names(workers: int) -> list[str]:
+    return [f"runner-{index}" for index in range(1, workers + 1)]
+
+
 def run_demo(
-    root: Path, *, agent: str = "recipe", agent_binary: str | None = None, say: Callable[[str], None] = print
+    root: Path,
+    *,
+    agent: str = "recipe",
+    agent_binary: str | None = None,
+    say: Callable[[str], None] = print,
+    workers: int = 0,
+    broker_url: str = "",
+    database_url: str = "",
 ) -> tuple[Stack, DemoResult]:
     """Run the whole flow under `root`; the Stack is returned still running (the caller stops it).
 
-    `agent_binary` (claude and codex only): the CLI to run, see `agent_binary_for`."""
+    `agent_binary` (claude and codex only): the CLI to run, see `agent_binary_for`. `workers` > 0:
+    that many `lanebot worker`s run the jobs, over the Redis `broker_url`, on the PostgreSQL
+    `database_url` (both the caller's to give and to take back; see `main`)."""
     lanebot_env: dict[str, str] = {}
+    if workers:
+        lanebot_env["LANEBOT_BROKER_URL"] = broker_url
     if agent in REAL_AGENTS:
         binary = agent_binary_for(agent, agent_binary)
         root.mkdir(parents=True, exist_ok=True)
         lanebot_env[WORKFLOWS_DIR_ENV] = str(host_workflows(root, agent, binary))
         say(f"The lanes and the integrate step run `{binary}` ({agent}).")
-    stack = Stack(root, lanebot_env=lanebot_env)
+    stack = Stack(root, lanebot_env=lanebot_env, database=database_url if workers else "")
     say(f"Starting the sandbox GitHub and lanebot under {root} ...")
     stack.start()
     try:
+        if workers:
+            names = worker_names(workers)
+            say(
+                f"Starting {workers} lanebot workers ({', '.join(names)}), each with its own work folder, "
+                f"over Redis at {shown_url(broker_url)} and PostgreSQL at {shown_url(database_url)} ..."
+            )
+            for name in names:
+                stack.start_worker(name, concurrency=1)
+            stack.wait_for_workers()
         return stack, _flow(stack, agent, say)
     except BaseException:
         stack.stop()
@@ -137,7 +179,7 @@ def _flow(stack: Stack, agent: str, say: Callable[[str], None]) -> DemoResult:
         seen=lambda: _seen(stack, number),
     )
     state = stack.repository(REPOSITORY)
-    lanes, wall_clock = _lanes_and_wall_clock(stack, number)
+    lanes, wall_clock, hosts = _lanes_and_wall_clock(stack, number)
     graph_log = subprocess.run(
         [
             "git",
@@ -160,6 +202,7 @@ def _flow(stack: Stack, agent: str, say: Callable[[str], None]) -> DemoResult:
         wall_clock_s=wall_clock,
         graph_log=graph_log,
         api_requests=len(stack.api_requests()),
+        hosts=hosts if stack.lanebot_env.get("LANEBOT_BROKER_URL") else {},
     )
 
 
@@ -169,6 +212,7 @@ def _comment_with(stack: Stack, number: int, marker: str) -> dict[str, Any] | No
 
 
 def _pull_for(stack: Stack, number: int) -> dict[str, Any] | None:
+    stack.check_workers()
     pulls = stack.repository(REPOSITORY)["pulls"]
     closing = [pull for pull in pulls if f"Closes #{number}" in (pull["body"] or "")]
     blocked = "lanebot:blocked" in stack.issue(REPOSITORY, number)["labels"]
@@ -183,7 +227,9 @@ def _seen(stack: Stack, number: int) -> str:
     return f"labels {issue['labels']}; last comment: {last}; lanebot's log: {stack.root / 'lanebot.log'}"
 
 
-def _lanes_and_wall_clock(stack: Stack, number: int) -> tuple[list[Lane], float]:
+def _lanes_and_wall_clock(stack: Stack, number: int) -> tuple[list[Lane], float, dict[str, str]]:
+    """The run's lanes, the wall-clock from /approve to the last merge, and each lane's host (that
+    of its last attempt's session)."""
     engine = db.make_engine(stack.database_url)
     try:
         run = runs.active_run(engine, REPOSITORY, number)
@@ -191,12 +237,15 @@ def _lanes_and_wall_clock(stack: Stack, number: int) -> tuple[list[Lane], float]
             raise StepTimedOut(f"lanebot's database has no run for #{number}")
         lanes = runs.lanes(engine, run.id)
         events = runs.run_events(engine, run.id)
+        sessions = runs.sessions(engine, run.id)
     finally:
         engine.dispose()
+    units = {lane.id: lane.unit_id for lane in lanes}
+    hosts = {units[s.lane_id]: s.host or "?" for s in sessions if s.kind == "lane" and s.lane_id in units}
     approved = next((e.at for e in events if e.kind == "state" and '"to": "running"' in (e.data or "")), None)
     ends = [lane.merged_at for lane in lanes if lane.merged_at]
     start = approved or min(lane.started_at for lane in lanes if lane.started_at)
-    return lanes, (max(ends) - start).total_seconds() if ends else 0.0
+    return lanes, (max(ends) - start).total_seconds() if ends else 0.0, hosts
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float:
@@ -210,7 +259,8 @@ def report(result: DemoResult) -> str:
         "=" * 78,
         "The lanes",
         "=" * 78,
-        f"{'unit':<14}{'round':>6}{'start':>10}{'end':>10}{'duration':>10}{'merged':>10}",
+        f"{'unit':<14}{'round':>6}{'start':>10}{'end':>10}{'duration':>10}{'merged':>10}"
+        + (f"  {'host'}" if result.hosts else ""),
     ]
     started = [lane.started_at for lane in result.lanes if lane.started_at]
     origin = min(started) if started else None
@@ -222,6 +272,7 @@ def report(result: DemoResult) -> str:
         lines.append(
             f"{lane.unit_id:<14}{lane.round:>6}{_seconds(origin, lane.started_at):>9.1f}s"
             f"{_seconds(origin, lane.finished_at):>9.1f}s{duration:>9.1f}s{_seconds(origin, lane.merged_at):>9.1f}s"
+            + (f"  {result.hosts.get(lane.unit_id, '-')}" if result.hosts else "")
         )
     lines.append(
         f"Wall-clock from /approve to the last merge: {result.wall_clock_s:.1f} s; "
@@ -248,13 +299,56 @@ def report(result: DemoResult) -> str:
     return "\n".join(lines)
 
 
-def main(*, keep: bool, agent: str, root: Path | None, agent_binary: str | None = None) -> int:
+def main(*, keep: bool, agent: str, root: Path | None, agent_binary: str | None = None, workers: int = 0) -> int:
+    with contextlib.ExitStack() as services:
+        broker_url = database_url = ""
+        if workers:
+            try:
+                broker_url = services.enter_context(
+                    claimed_redis(os.environ.get("LANEBOT_BROKER_URL", "").strip() or DEFAULT_BROKER_URL)
+                )
+                database_url = services.enter_context(
+                    throwaway_postgres(os.environ.get("DATABASE_URL", "").strip() or DEFAULT_POSTGRES_URL)
+                )
+            except ServiceUnavailable as error:
+                print(f"lanebot demo --workers: {error}")
+                return 2
+        return _run(
+            keep=keep,
+            agent=agent,
+            root=root,
+            agent_binary=agent_binary,
+            workers=workers,
+            broker_url=broker_url,
+            database_url=database_url,
+        )
+    raise AssertionError("unreachable")  # mypy: ExitStack may swallow exceptions
+
+
+def _run(
+    *,
+    keep: bool,
+    agent: str,
+    root: Path | None,
+    agent_binary: str | None,
+    workers: int,
+    broker_url: str,
+    database_url: str,
+) -> int:
     folder = root or Path(tempfile.mkdtemp(prefix="lanebot-demo-"))
     try:
-        stack, result = run_demo(folder, agent=agent, agent_binary=agent_binary)
+        stack, result = run_demo(
+            folder,
+            agent=agent,
+            agent_binary=agent_binary,
+            workers=workers,
+            broker_url=broker_url,
+            database_url=database_url,
+        )
     except StepTimedOut as error:
         print(f"lanebot demo: {error}")
-        print(f"Everything is under {folder} (lanebot.log, sandbox.log, sandbox-requests.log, deliveries/).")
+        logs = ", worker-*.log" if workers else ""
+        print(f"Everything is under {folder} (lanebot.log, sandbox.log, sandbox-requests.log{logs}, deliveries/).")
         return 1
     try:
         print(report(result))

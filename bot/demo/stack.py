@@ -47,6 +47,9 @@ class Stack:
     root: Path
     lanebot_env: dict[str, str] = field(default_factory=dict)
     database: str = ""  # lanebot's DATABASE_URL; empty: a SQLite file under `root`
+    # A shell command that starts `lanebot serve` instead of the default (it gets PORT in its
+    # environment, and `lanebot` on PATH): the README's, as written, in its test.
+    serve_command: str = ""
     sandbox_url: str = ""
     lanebot_url: str = ""
     human: HumanClient | None = None
@@ -159,12 +162,16 @@ class Stack:
             "--env-file",
             str(self.root / "no.env"),
         ]
+        environment = self.lanebot_environment()
+        if self.serve_command:
+            argv = ["bash", "-c", self.serve_command]
+            environment = {**environment, **_with_lanebot_on_path(environment), "PORT": str(self._lanebot_port)}
         log = open(self.root / "lanebot.log", "ab")
         self._lanebot = lanebot = subprocess.Popen(
             argv,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=self.lanebot_environment(),
+            env=environment,
             cwd=self.root,
             start_new_session=True,
         )
@@ -181,25 +188,34 @@ class Stack:
     def worker_workdir(self, name: str) -> Path:
         return self.root / f"worker-{name}-work"
 
-    def start_worker(self, name: str, *, concurrency: int = 2, env: dict[str, str] | None = None) -> None:
+    def start_worker(
+        self, name: str, *, concurrency: int = 2, env: dict[str, str] | None = None, command: str = ""
+    ) -> None:
         """Start `lanebot worker --name NAME` with lanebot's environment (LANEBOT_BROKER_URL among
         `lanebot_env`, or in `env`) and a work folder of its own, as another host would have; it
-        runs until `stop`. Its log is worker-NAME.log under `root`."""
+        runs until `stop`. Its log is worker-NAME.log under `root`. `command`: a shell command to
+        run instead (with `lanebot` on PATH; it names the worker NAME itself)."""
         if name in self._workers:
             raise ValueError(f"a worker named {name!r} is already running")
         environment = {**self.lanebot_environment(), "LANEBOT_WORKDIR": str(self.worker_workdir(name)), **(env or {})}
-        argv = [
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "worker",
-            "--name",
-            name,
-            "--concurrency",
-            str(concurrency),
-            "--env-file",
-            str(self.root / "no.env"),
-        ]
+        if command:
+            environment.update(_with_lanebot_on_path(environment))
+        argv = (
+            ["bash", "-c", command]
+            if command
+            else [
+                sys.executable,
+                "-m",
+                "bot.cli",
+                "worker",
+                "--name",
+                name,
+                "--concurrency",
+                str(concurrency),
+                "--env-file",
+                str(self.root / "no.env"),
+            ]
+        )
         log = open(self.root / f"worker-{name}.log", "ab")
         self._workers[name] = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=self.root, start_new_session=True
@@ -207,6 +223,39 @@ class Stack:
 
     def worker(self, name: str) -> subprocess.Popen[bytes]:
         return self._workers[name]
+
+    def wait_for_workers(self, *, timeout: float = START_TIMEOUT_S) -> None:
+        """Wait until every worker started answers Celery's ping on the broker (LANEBOT_BROKER_URL of
+        `lanebot_env`); StepTimedOut naming a worker that exited, or those that never answered."""
+        from bot.edges.executor.celery_executor import celery_app
+
+        app = celery_app(self.lanebot_env["LANEBOT_BROKER_URL"], main="lanebot-demo")
+        answered: set[str] = set()
+
+        def ready() -> bool:
+            self.check_workers()
+            for reply in app.control.ping(timeout=1.0) or ():
+                answered.update(node.split("@", 1)[0] for node in reply)
+            return answered >= set(self._workers)
+
+        try:
+            self.wait_for(
+                "the workers answer on the broker",
+                ready,
+                timeout=timeout,
+                poll=0.2,
+                seen=lambda: f"answered: {sorted(answered) or 'none'}",
+            )
+        finally:
+            app.close()
+
+    def check_workers(self) -> None:
+        """StepTimedOut naming a worker that has exited (they run until `stop`)."""
+        for name, process in self._workers.items():
+            if process.poll() is not None:
+                raise StepTimedOut(
+                    f"worker {name} exited with status {process.returncode}; see {self.root / f'worker-{name}.log'}"
+                )
 
     def kill_lanebot(self) -> None:
         """SIGKILL lanebot's whole process group: the App and every agent it started."""
@@ -295,6 +344,11 @@ class Stack:
         if not matches:
             raise StepTimedOut(f"no git repository for {full_name} under {self.root / 'sandbox'}")
         return matches[0]
+
+
+def _with_lanebot_on_path(environment: dict[str, str]) -> dict[str, str]:
+    """PATH with the folder of this interpreter's `lanebot` first."""
+    return {"PATH": os.pathsep.join([str(Path(sys.executable).parent), environment.get("PATH", os.defpath)])}
 
 
 def _copy_lines(source: IO[bytes], target: IO[bytes]) -> None:

@@ -32,6 +32,7 @@ LOG_LEVELS = {
     "fatal": "critical",
     "critical": "critical",
 }
+LOG_FORMATS = ("text", "json")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _APP_ID = re.compile(r"\d+|Iv[0-9A-Za-z._-]+")  # the numeric App ID, or the App's Client ID
@@ -63,6 +64,8 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 3000
     log_level: str = "info"
+    # How log lines are written (LOG_FORMAT): "text", or "json", one object per line with the run, unit and delivery ids.
+    log_format: str = "text"
     database_url: str = ""
     github_api_url: str = DEFAULT_API_URL
     workdir: Path = Path(".lanebot-work")
@@ -95,6 +98,8 @@ class Settings:
     # Where lane, merge and integrate jobs go to `lanebot worker`s (LANEBOT_BROKER_URL, redis:// or amqp://);
     # empty: they run inside `lanebot serve` (the embedded executor).
     broker_url: str = field(default="", repr=False)
+    # How long a worker's lease on a job lasts unrenewed before its job is taken over (LANEBOT_LEASE_TTL).
+    lease_ttl: float = 60.0
 
     @classmethod
     def load(
@@ -116,6 +121,7 @@ class Settings:
             host=reader.get("HOST", "127.0.0.1"),
             port=reader.integer("PORT", 3000, low=1, high=65535),
             log_level=reader.log_level(),
+            log_format=reader.log_format(),
             database_url=reader.database_url(f"sqlite:///{cwd}/lanebot.db"),
             github_api_url=reader.api_url(),
             workdir=_absolute(Path(reader.get("LANEBOT_WORKDIR", ".lanebot-work")), cwd),
@@ -134,6 +140,7 @@ class Settings:
             intake_store_timeout=reader.seconds("LANEBOT_INTAKE_STORE_TIMEOUT", 8.0, high=9.5),
             replay_window=reader.seconds("LANEBOT_REPLAY_WINDOW", 86400.0, zero=True),
             broker_url=_broker_url(reader),
+            lease_ttl=reader.seconds("LANEBOT_LEASE_TTL", 60.0),
         )
         if problems:
             raise SettingsError(problems)
@@ -343,6 +350,13 @@ class _Reader:
             self.problem("LOG_LEVEL", f"LOG_LEVEL must be one of {', '.join(sorted(LOG_LEVELS))}, not {raw!r}")
             return "info"
         return LOG_LEVELS[raw]
+
+    def log_format(self) -> str:
+        raw = self.get("LOG_FORMAT", "text").lower()
+        if raw not in LOG_FORMATS:
+            self.problem("LOG_FORMAT", f"LOG_FORMAT must be {' or '.join(LOG_FORMATS)}, not {raw!r}")
+            return "text"
+        return raw
 
     def database_url(self, default: str) -> str:
         return self._url("DATABASE_URL", default, "a URL such as sqlite:///path/lanebot.db or postgresql://host/db")

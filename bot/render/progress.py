@@ -6,6 +6,12 @@ is blocked, which lane failed and the tail of why). `Throttle` decides when the 
 edited, so a burst of lane changes costs one edit, not one per change; the caller owns the clock.
 Unit titles and failures are untrusted: escaped and defused (bot.core.text), so a line mentions no
 one and references no issue.
+
+Which host ran a lane (`LaneView.host`, its latest session's) is shown by `shows_hosts`: on every
+lane that has one, once the run's lanes ran on more than one host or on a host that is not the
+machine writing the comment (`lanebot serve`'s); never when every lane ran there (the embedded
+executor), where it would say nothing. The same rule holds for the comment and for `/status`. A
+host name is the operator's, shown as a code span all the same.
 """
 
 from __future__ import annotations
@@ -32,11 +38,21 @@ from bot.core.text import (
 )
 from bot.render.templates import render_template
 
-__all__ = ["LaneView", "RateLimitNote", "Throttle", "failure_tail", "lane_checklist", "render_progress", "shows_state"]
+__all__ = [
+    "LaneView",
+    "RateLimitNote",
+    "Throttle",
+    "failure_tail",
+    "lane_checklist",
+    "render_progress",
+    "shows_hosts",
+    "shows_state",
+]
 
 FAILURE_LINES = 40  # lines of a failure shown under a blocked lane
 FAILURE_CHARS = 4_000
 _TITLE_CHARS = 200
+_HOST_CHARS = 64
 
 _STATE_WORDS = {
     LaneState.PENDING: "waiting",
@@ -60,6 +76,8 @@ class LaneView:
     finished_at: datetime | None
     branch: str  # lanebot/<issue>/<unit>
     failure: str | None = None  # the last attempt's failure, as the lane recorded it
+    host: str | None = None  # the host of the lane's latest session (AgentSession.host); None before one
+    host_is_here: bool = False  # that host is the machine that writes the comment (lanebot serve's)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", LaneState(self.state))
@@ -115,13 +133,22 @@ def _duration(lane: LaneView, now: datetime | None) -> Escaped | None:
     return format_duration(seconds) if lane.finished_at else Escaped(f"{format_duration(seconds)} so far")
 
 
-def _lane_line(lane: LaneView, now: datetime | None) -> str:
+def shows_hosts(lanes: Sequence[LaneView]) -> bool:
+    """Whether the lanes' hosts are worth a reader's eye: the lanes ran on more than one host, or
+    on one that is not the machine writing the comment. Not when all ran there (or none started)."""
+    hosts = {lane.host for lane in lanes if lane.host}
+    return len(hosts) > 1 or any(lane.host and not lane.host_is_here for lane in lanes)
+
+
+def _lane_line(lane: LaneView, now: datetime | None, *, host: bool = False) -> str:
     state = LaneState(lane.state)
     attempts = f"{lane.attempts} attempt{'' if lane.attempts == 1 else 's'}"
     parts = [Escaped(_STATE_WORDS[state]), Escaped(f"round {lane.round + 1}"), Escaped(attempts)]
     duration = _duration(lane, now)
     if duration:
         parts.append(duration)
+    if host and lane.host:
+        parts.append(Escaped(f"on {code_span(shorten(lane.host, _HOST_CHARS))}"))
     parts.append(Escaped(f"branch {code_span(lane.branch)}"))
     tick = "x" if state is LaneState.MERGED else " "
     title = markdown_text(shorten(lane.title, _TITLE_CHARS))
@@ -129,8 +156,10 @@ def _lane_line(lane: LaneView, now: datetime | None) -> str:
 
 
 def lane_checklist(lanes: Sequence[LaneView], *, now: datetime | None = None, budget: int = COMMENT_LIMIT) -> str:
-    """A Markdown checklist of `lanes`, one line each, cut with a count to fit `budget` characters."""
-    lines = [_lane_line(lane, now) for lane in lanes]
+    """A Markdown checklist of `lanes`, one line each, cut with a count to fit `budget` characters;
+    each line names its lane's host when `shows_hosts(lanes)`."""
+    host = shows_hosts(lanes)
+    lines = [_lane_line(lane, now, host=host) for lane in lanes]
     shown: list[str] = []
     used = 0
     for index, line in enumerate(lines):

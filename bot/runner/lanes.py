@@ -52,6 +52,7 @@ from bot.edges.files import write_private
 from bot.edges.git import Mirror, RefNotFound, Worktree, git
 from bot.edges.github.checks import finish_check, start_check
 from bot.edges.jail import JailPolicy, bwrap_argv, find_bwrap
+from bot.edges.logcontext import bind_log_context
 from bot.edges.store import runs as store
 from bot.edges.store.models import AgentSession, Lane, utc_now
 from bot.render.checks import lane_report
@@ -336,6 +337,7 @@ class _Outcome:
 
 async def run_lane(context: RuntimeContext, job: Job) -> None:
     """One attempt of lane `job.unit_id`; its result is written to the database."""
+    bind_log_context(run_id=job.run_id, unit=job.unit_id)
     assert job.unit_id is not None
     rt = await load_runtime(context, job.run_id)
     lane = await db(store.get_lane, rt.engine, job.run_id, job.unit_id)
@@ -580,6 +582,7 @@ class _Attempt:
                 head_sha=head,
                 failure=None,
                 attempts_used=used,
+                while_session_runs=self.session_id,
             )
         else:
             target = "failed" if self._is_last_attempt() else "pending"
@@ -592,6 +595,7 @@ class _Attempt:
                 head_sha=head,
                 failure=failure.to_text(),
                 attempts_used=used,
+                while_session_runs=self.session_id,
             )
         status = ("succeeded" if failure is None else "failed") if moved else "cancelled"
         await db(

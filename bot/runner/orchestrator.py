@@ -47,6 +47,7 @@ from bot.edges.executor.embedded import EmbeddedExecutor
 from bot.edges.github.checks import finish_check
 from bot.edges.github.client import RateLimitWait
 from bot.edges.github.issues import get_comment, post_or_update_marked_comment
+from bot.edges.logcontext import bind_log_context
 from bot.edges.store import runs as store
 from bot.edges.store.models import AgentSession, Lane, Run, utc_now
 from bot.render.progress import LaneView, RateLimitNote, Throttle, render_progress, shows_state
@@ -60,6 +61,7 @@ from bot.runner.integrate import (
     session_seconds,
 )
 from bot.runner.lanes import FailureKind, LaneFailure, remote_sha, run_lane
+from bot.runner.leases import DatabaseLeases, take_over_expired
 from bot.runner.plan import follow_labels
 from bot.runner.runtime import (
     Runtime,
@@ -124,6 +126,7 @@ def executor_for(context: RunnerContext) -> Executor:
                 max_lanes=context.settings.max_lanes,
                 max_runs_per_repo=context.settings.max_runs_per_repo,
                 stopping=stopping,
+                leases=DatabaseLeases(context),
             )
         else:
             executor = EmbeddedExecutor(
@@ -147,6 +150,7 @@ async def shutdown(context: EngineContext) -> None:
 async def perform(context: RunnerContext, job: Job) -> None:
     """Do one job (what an executor calls). A merge or integrate step that fails for a reason of
     lanebot's own blocks the run with that reason, so `/retry` can run it again."""
+    bind_log_context(run_id=job.run_id, unit=job.unit_id)
     if job.kind is JobKind.LANE:
         await run_lane(context, job)
         return
@@ -314,8 +318,8 @@ async def _recover_orphans(context: RunnerContext, run_id: int, lanes: Sequence[
     life of lanebot ran them): sessions `lost` (their processes stopped), lanes back to `pending`.
     Only for an executor that runs every job in this process. Whether anything was recovered."""
     executor = executor_for(context)
-    if not executor.local:
-        return False
+    if not executor.local:  # its jobs run on workers, which hold leases
+        return await take_over_expired(context, run_id)
     active = executor.active(run_id)
     lanes = lanes if lanes is not None else await db(store.lanes, context.engine, run_id)
     held = {job.unit_id for job in active if job.kind is JobKind.LANE}
@@ -397,6 +401,7 @@ async def drive(context: RunnerContext, run_id: int) -> str:
     One drive per run in this process: a second call while one runs returns at once (the first
     one sees whatever the caller changed in the database at its next step).
     """
+    bind_log_context(run_id=run_id)
     key = (id(context.engine), run_id)
     if key in _DRIVING:
         run = await db(store.get_run, context.engine, run_id)
@@ -457,6 +462,9 @@ async def _drive_loop(context: RunnerContext, run_id: int, executor: Executor, p
             progress.changed()
 
 
+FINAL_EDIT_PAUSES_S = (2.0, 10.0)  # between the tries of a run's last progress edit
+
+
 class _Progress:
     """The run's progress comment and state label, edited at most once per interval.
 
@@ -489,8 +497,14 @@ class _Progress:
         return max(0.05, min(idle, self.throttle.next_allowed(now) - now))
 
     async def final(self) -> None:
+        """The last edit: the comment and the label must show where the run came to rest, so a
+        failed edit is tried again (nothing edits after this one)."""
         await self._settled()
-        await self.publish()
+        for pause in (*FINAL_EDIT_PAUSES_S, None):
+            if await self.publish():
+                return
+            if pause is not None:
+                await asyncio.sleep(pause)
 
     def cancel(self) -> None:
         if self.edits is not None:
@@ -510,17 +524,24 @@ class _Progress:
         if self.edits is not None:
             await asyncio.gather(self.edits, return_exceptions=True)
 
-    async def publish(self) -> None:
+    async def publish(self) -> bool:
+        """Edit the comment, then the label if the state moved; whether both went through. GitHub
+        being unwell must not stop the run: the next edit brings both up to date."""
+        published = True
         try:
-            state = await publish_progress(self.context, self.run_id)
-            if state is not None and state != self.labelled:
-                run = await db(store.get_run, self.context.engine, self.run_id)
-                assert run is not None  # it was there a moment ago; a run row is never deleted
-                await follow_labels(self.context, run.repository, run.issue_number)
-                self.labelled = state
+            await publish_progress(self.context, self.run_id)
         except Exception:
-            # GitHub being unwell must not stop the run; the next edit brings the comment up to date.
-            log.warning("could not update the progress of run %d", self.run_id, exc_info=True)
+            log.warning("could not update the progress comment of run %d", self.run_id, exc_info=True)
+            published = False
+        try:
+            run = await db(store.get_run, self.context.engine, self.run_id)
+            if run is not None and run.state != self.labelled:
+                await follow_labels(self.context, run.repository, run.issue_number)
+                self.labelled = run.state
+        except Exception:
+            log.warning("could not update the state label of run %d", self.run_id, exc_info=True)
+            published = False
+        return published
 
 
 async def publish_progress(context: GitHubContext, run_id: int) -> str | None:
@@ -610,6 +631,8 @@ async def lane_views(
 
 def _lane_view(run: Run, lane: Lane, titles: dict[str, str], sessions: Sequence[AgentSession]) -> LaneView:
     attempts = sum(1 for s in sessions if s.lane_id == lane.id and s.kind == "lane")
+    # The host of the lane's latest session (sessions come in the order they started).
+    host = next((s.host for s in reversed(sessions) if s.lane_id == lane.id and s.kind == "lane"), None)
     failure = LaneFailure.from_text(lane.failure).describe() if lane.failure else None
     finished: datetime | None = lane.finished_at if lane.state in ("finished", "merged", "failed") else None
     return LaneView(
@@ -622,6 +645,8 @@ def _lane_view(run: Run, lane: Lane, titles: dict[str, str], sessions: Sequence[
         finished_at=finished,
         branch=lane.branch or lane_branch(run.issue_number, lane.unit_id),
         failure=failure,
+        host=host,
+        host_is_here=host == host_name(),
     )
 
 

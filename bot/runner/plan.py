@@ -55,6 +55,7 @@ from bot.edges.github.issues import (
     split_repository,
     update_comment,
 )
+from bot.edges.logcontext import bind_log_context
 from bot.edges.store import runs
 from bot.edges.store.db import session
 from bot.edges.store.models import Run
@@ -138,6 +139,7 @@ async def plan_run(context: RunnerContext, run_id: int) -> None:
 
     A cancellation (shutdown, `/cancel`) leaves the run as it is: a restart plans it again.
     """
+    bind_log_context(run_id=run_id)
     run = await to_thread.run_sync(runs.get_run, context.engine, run_id)
     if run is None or run.state != RunState.PLANNING:
         return

@@ -32,9 +32,12 @@ machine, at the cost of that channel and of `lanebot serve` being needed for a j
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from celery import Celery
@@ -45,10 +48,13 @@ from bot.edges.executor.celery_executor import TASK_NAME, celery_app, job_from_m
 from bot.edges.github.client import GitHubApp
 from bot.edges.settings import Settings
 from bot.edges.store import db as database
+from bot.edges.store import leases
 from bot.edges.store import runs as store
+from bot.edges.store.leases import job_key
 from bot.runner.context import BackgroundJobs
+from bot.runner.leases import RENEWALS_PER_TTL, lease_ttl
 from bot.runner.runtime import db
-from bot.runner.sessions import name_this_host
+from bot.runner.sessions import host_name, name_this_host
 
 log = logging.getLogger(__name__)
 
@@ -114,18 +120,53 @@ async def _perform_watched(context: WorkerContext, job: Job) -> dict[str, Any]:
     if await _cancelled(context, job.run_id):
         log.info("not starting %s: its run is cancelled", job.describe())
         return {"ok": True, "cancelled": True}
+    key, holder, ttl = job_key(job.key), _holder(), lease_ttl(context.settings)
+    if not await db(leases.acquire, context.engine, key, job.run_id, holder, ttl):
+        log.info("not starting %s: another host holds its lease", job.describe())
+        return {"ok": True, "elsewhere": True}
     log.info("starting %s", job.describe())
     work = asyncio.create_task(perform(context, job), name=f"lanebot-{job.describe()}")
-    while not work.done():
-        await asyncio.wait({work}, timeout=CANCEL_POLL_S)
-        if not work.done() and await _cancelled(context, job.run_id):
-            log.info("stopping %s: its run was cancelled", job.describe())
-            work.cancel()
-            await asyncio.gather(work, return_exceptions=True)
-            return {"ok": True, "cancelled": True}
-    work.result()
+    renewed = time.monotonic()
+    try:
+        while not work.done():
+            await asyncio.wait({work}, timeout=CANCEL_POLL_S)
+            if work.done():
+                break
+            if await _cancelled(context, job.run_id):
+                log.info("stopping %s: its run was cancelled", job.describe())
+                return await _stop(work, {"ok": True, "cancelled": True})
+            if time.monotonic() - renewed >= ttl.total_seconds() / RENEWALS_PER_TTL:
+                if not await _renew(context, key, holder, ttl):
+                    log.warning("stopping %s: its lease was taken over (this host was taken for gone)", job.describe())
+                    return await _stop(work, {"ok": True, "superseded": True})
+                renewed = time.monotonic()
+        work.result()
+    finally:
+        with contextlib.suppress(Exception):
+            await db(leases.release, context.engine, key, holder)
     log.info("%s ended", job.describe())
     return {"ok": True}
+
+
+async def _stop(work: asyncio.Task[None], answer: dict[str, Any]) -> dict[str, Any]:
+    work.cancel()
+    await asyncio.gather(work, return_exceptions=True)
+    return answer
+
+
+async def _renew(context: WorkerContext, key: str, holder: str, ttl: timedelta) -> bool:
+    """Renew the lease; True also when the database could not be asked (the lease then runs out
+    on its own if that lasts, and the next renewal finds it taken)."""
+    try:
+        return await db(leases.renew, context.engine, key, holder, ttl)
+    except Exception:
+        log.warning("could not renew the lease of %s", key, exc_info=True)
+        return True
+
+
+def _holder() -> str:
+    """Who holds a lease: this host's name and process (a host runs `--concurrency` processes)."""
+    return f"{host_name()}/{os.getpid()}"
 
 
 async def _cancelled(context: WorkerContext, run_id: int) -> bool:

@@ -13,6 +13,7 @@ start-up and is stopped after the dispatcher.
 App itself never serves them (they show its App id and its .env's path to whoever asks).
 `/healthz` writes to the database (one row, changed to itself) so that a database that can be
 read but not written (read-only, disk full, locked) answers 503, as deliveries would fail.
+`/metrics` is Prometheus's text format (bot/web/metrics.py), with nothing secret in it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from bot.runner.jobs import Jobs
 from bot.web import intake as webhooks
 from bot.web import registration as setup
 from bot.web.dispatcher import Dispatcher, HandlerContext
+from bot.web.metrics import ServeMetrics
 from bot.web.recovery import DeliveryRecovery
 
 log = logging.getLogger(__name__)
@@ -99,16 +101,19 @@ def create_app(
                 engine.dispose()
 
     recent = webhooks.RecentBodies(window_seconds=settings.replay_window)
+    metrics = ServeMetrics(engine, github)
     endpoint = webhooks.make_endpoint(
         writer,
         settings.webhook_secret,
         budget=budget,
         recent=recent,
         on_failed=recovery.delivery_failed if recovery is not None else None,
+        on_outcome=metrics.delivery,
     )
     routes = [
         Route(settings.webhook_path, endpoint, methods=["POST"]),
         Route("/healthz", _health_endpoint(engine), methods=["GET"]),
+        Route("/metrics", metrics.endpoint(), methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.settings = settings
@@ -119,6 +124,7 @@ def create_app(
     app.state.budget = budget
     app.state.jobs = jobs
     app.state.recovery = recovery
+    app.state.metrics = metrics
     return app
 
 

@@ -23,6 +23,7 @@ from anyio import to_thread
 from gidgethub import routing, sansio
 from sqlalchemy.engine import Engine
 
+from bot.edges.logcontext import log_context
 from bot.edges.settings import Settings
 from bot.edges.store import deliveries
 from bot.edges.store.models import Delivery
@@ -201,6 +202,11 @@ class Dispatcher:
     async def _process(self, row: Delivery) -> None:
         assert row.seq is not None  # a stored row
         label = f"{row.event}{'.' + row.action if row.action else ''} {row.delivery_id}"
+        with log_context(delivery_id=row.delivery_id):
+            await self._handle(row, label)
+
+    async def _handle(self, row: Delivery, label: str) -> None:
+        assert row.seq is not None
         try:
             event = event_from_row(row)
             await self._router.dispatch(event, context=self._context)

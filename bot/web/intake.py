@@ -670,12 +670,15 @@ def make_endpoint(
     budget: BodyBudget | None = None,
     recent: RecentBodies | None = None,
     on_failed: Callable[[], None] | None = None,
+    on_outcome: Callable[[str], None] | None = None,
 ) -> Callable[[Request], Awaitable[JSONResponse]]:
     """The webhook endpoint: read within `budget`, verify, leave out replays `recent` has seen, then
     store with `writer` (which wakes the dispatcher). `on_failed` is called for each delivery
-    answered 5xx (not stored: GitHub shows it failed), e.g. to have it redelivered soon."""
+    answered 5xx (not stored: GitHub shows it failed), e.g. to have it redelivered soon; `on_outcome`
+    with each answer's outcome (stored, duplicate, replayed, unsigned, refused or failed: the metrics)."""
     budget = budget if budget is not None else BodyBudget()
     recent = recent if recent is not None else RecentBodies()
+    count = on_outcome if on_outcome is not None else _count_nothing
 
     async def receive_webhook(request: Request) -> JSONResponse:
         try:
@@ -683,6 +686,7 @@ def make_endpoint(
                 body = await read_body(request, max_body_bytes, reservation)
                 delivery = verify(request.headers, body, secret)
             if (earlier := recent.stored_as(delivery)) is not None:
+                count("replayed")
                 return _replayed(delivery, earlier)
             stored = await writer.store(delivery)
         except IntakeError as refused:
@@ -695,10 +699,12 @@ def make_endpoint(
                 refused.message,
                 request.headers.get("x-github-delivery", "-"),
             )
+            count("failed" if not_stored else "unsigned" if refused.status == 401 else "refused")
             if not_stored and on_failed is not None:
                 on_failed()
             return JSONResponse({"message": refused.message}, status_code=refused.status)
         if not stored:
+            count("duplicate")
             log.info("delivery %s (%s) already stored; nothing to do", delivery.delivery_id, delivery.event)
             return JSONResponse(
                 {
@@ -709,6 +715,7 @@ def make_endpoint(
                 status_code=200,
             )
         recent.remember(delivery)
+        count("stored")
         log.info(
             "stored delivery %s: %s%s",
             delivery.delivery_id,
@@ -718,6 +725,10 @@ def make_endpoint(
         return JSONResponse({"delivery": delivery.delivery_id, "stored": True}, status_code=202)
 
     return receive_webhook
+
+
+def _count_nothing(_outcome: str) -> None:
+    pass
 
 
 def _replayed(delivery: VerifiedDelivery, earlier: str) -> JSONResponse:

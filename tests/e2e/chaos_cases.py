@@ -636,8 +636,8 @@ def postgres_cut(root: Path, runs: int, *, seed: int = 4) -> Tally:
 def sqlite_lock(root: Path, *, hold: float = 12.0) -> Tally:
     """Another connection holds SQLite's write lock for `hold` seconds while an issue is opened and
     labelled. lanebot answers within GitHub's 10 s: stored (202) or, when the lock outlasts its store
-    deadline, 503, which GitHub shows as failed; then, as the operator would after a 503,
-    `lanebot deliveries recover`; the run must still finish. The slowest answer goes to the notes."""
+    deadline, 503, which GitHub shows as failed and lanebot's own recovery asks for again; the run
+    must still finish. The slowest answer goes to the notes."""
     import sqlite3
 
     tally = Tally(f"SQLite: another connection holds the write lock for {hold:g} s during intake")
@@ -664,8 +664,8 @@ def sqlite_lock(root: Path, *, hold: float = 12.0) -> Tally:
             f"deliveries answered {dict(Counter(d['status_code'] for d in sent))}; the slowest answer took "
             f"{tally.slowest_answer:.1f} s"
         )
-        if any(d["status_code"] == 503 for d in sent):
-            tally.notes.append("recover: " + " / ".join(recover(stack)))
+        # A delivery answered 503 is GitHub's to show as failed and lanebot's own recovery's to ask
+        # for again, about 20 s later (bot/web/recovery.py): no operator here.
         found = attempt(tally, stack, repo, lambda: finish_run(stack, repo, number))
         return finish(tally, stack, [found] if found else [], started)
 

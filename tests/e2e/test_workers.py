@@ -12,8 +12,11 @@ of its own, each RabbitMQ case a virtual host of its own (when `rabbitmqctl` wor
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -27,6 +30,7 @@ from bot.demo.plan import UNITS
 from bot.demo.runner import repository_config
 from bot.demo.stack import Stack
 from bot.edges.store import db, runs
+from bot.edges.store.models import AgentSession
 from tests.e2e.conftest import shared_folder
 from tests.e2e.test_end_to_end import (
     MAINTAINER,
@@ -221,3 +225,172 @@ def test_cancel_stops_the_lanes_on_both_workers(worker_stack: Stack):
     assert not stack.repository(REPO)["pulls"]
     for name in WORKERS:
         assert stack.worker(name).poll() is None, f"worker {name} exited; see worker-{name}.log"
+
+
+@pytest.mark.parametrize("broker_url", ["redis", "amqp"], indirect=True)
+def test_a_worker_killed_mid_lane_is_taken_over_and_its_lost_attempt_is_no_retry(
+    tmp_path: Path, broker_url: str, postgres_database: str
+):
+    """SIGKILL of the host that runs a lane: its lease runs out (LANEBOT_LEASE_TTL=4 s here), the
+    other worker runs the lane as its next attempt, and with `max_retries: 0` the run still ends in
+    one pull request, each lane merged once."""
+    seconds = f"{3 + uuid.uuid4().int % 1000 / 1000:.3f}"  # a sleep no other test's check runs
+    units = [
+        recipe_unit(unit, rf"^{unit}\.txt$", {f"{unit}.txt": "zzz\n"}, check=f"sleep {seconds}")
+        for unit in ("lane-a", "lane-b")
+    ]
+    env = {
+        "LANEBOT_JAIL_READ_ONLY": str(shared_folder(tmp_path)),
+        "LANEBOT_BROKER_URL": broker_url,
+        "LANEBOT_LEASE_TTL": "4",
+    }
+    with Stack(tmp_path / "stack", lanebot_env=env, database=postgres_database) as stack:
+        for name in WORKERS:
+            stack.start_worker(name, concurrency=1)
+        number = open_and_label(stack, plan_body(units), cfg=config(max_retries=0))
+        stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
+        stack.wait_for(
+            "a lane's check running on each worker",
+            lambda: len(processes_with(seconds)) == 2,
+            timeout=STEP_TIMEOUT,
+            seen=lambda: f"{len(processes_with(seconds))} running",
+        )
+        run_id = run_id_of(stack, number)
+        [killed] = [s for s in lane_sessions(stack, run_id) if s.host == "host-a"]
+
+        os.killpg(stack.worker("host-a").pid, signal.SIGKILL)
+
+        wait_for_pull(stack, number)
+        stack.human.drain()
+        assert len(stack.repository(REPO)["pulls"]) == 1
+        merges = merge_commits(stack, f"lanebot/{number}")
+        assert sorted(merges) == sorted(f"Merge lane '{unit['id']}' of #{number}" for unit in units)
+        sessions = {s.id: s for s in lane_sessions(stack, run_id)}
+        lost = sessions[killed.id]
+        assert (lost.status, lost.counts_as_retry) == ("lost", False), lost
+        assert "stopped renewing its lease" in (lost.failure or "")
+        again = [s for s in sessions.values() if s.lane_id == killed.lane_id and s.id != killed.id]
+        assert [(s.attempt, s.status, s.host) for s in again] == [(2, "succeeded", "host-b")]
+
+
+def lane_sessions(stack: Stack, run_id: int) -> list[AgentSession]:
+    engine = db.make_engine(stack.database_url)
+    try:
+        return [s for s in runs.sessions(engine, run_id) if s.kind == "lane"]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("broker_url", ["redis"], indirect=True)
+def test_a_worker_started_after_the_run_began_picks_up_its_queued_lanes(
+    tmp_path: Path, broker_url: str, postgres_database: str
+):
+    env = {"LANEBOT_JAIL_READ_ONLY": str(shared_folder(tmp_path)), "LANEBOT_BROKER_URL": broker_url}
+    with Stack(tmp_path / "stack", lanebot_env=env, database=postgres_database) as stack:
+        number = open_and_label(stack, plan_body(UNITS), cfg=repository_config("recipe"))
+        stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
+        run_id = run_id_of(stack, number)
+        stack.wait_for(
+            "lanes queued with no worker to take them",
+            lambda: lane_states(stack, run_id).count("running") >= 2,
+            timeout=STEP_TIMEOUT,
+            seen=lambda: str(lane_states(stack, run_id)),
+        )
+        assert lane_sessions(stack, run_id) == []  # queued: no host has started one
+
+        stack.start_worker("late", concurrency=2)
+
+        wait_for_pull(stack, number)
+        assert len(stack.repository(REPO)["pulls"]) == 1
+        assert {s.host for s in lane_sessions(stack, run_id)} == {"late"}
+
+
+def lane_states(stack: Stack, run_id: int) -> list[str]:
+    engine = db.make_engine(stack.database_url)
+    try:
+        return [lane.state for lane in runs.lanes(engine, run_id)]
+    finally:
+        engine.dispose()
+
+
+class PrivateRedis:
+    """A redis-server of the test's own on a free port, keeping nothing on disk (as the machine's
+    own Redis here), so that the test can kill it and start it again without touching others."""
+
+    def __init__(self, root: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            unavailable("redis-server is not installed: the Redis restart case needs one of its own")
+        self.binary = str(binary)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.root = root
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import redis
+
+        argv = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.process = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis.from_url(self.url, socket_connect_timeout=1).ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        with contextlib.suppress(Exception):
+            server.kill()
+
+
+def test_redis_restarted_mid_run_loses_no_lane(tmp_path: Path, private_redis: PrivateRedis, postgres_database: str):
+    """Redis killed while one lane runs and the others wait in its queue, then started again empty:
+    the queued lanes are sent again, the running one's end is learnt from its lease, one PR."""
+    seconds = f"{2 + uuid.uuid4().int % 1000 / 1000:.3f}"
+    units = [
+        recipe_unit(unit, rf"^{unit}\.txt$", {f"{unit}.txt": "zzz\n"}, check=f"sleep {seconds}")
+        for unit in ("one", "two", "three")
+    ]
+    env = {"LANEBOT_JAIL_READ_ONLY": str(shared_folder(tmp_path)), "LANEBOT_BROKER_URL": private_redis.url}
+    with Stack(tmp_path / "stack", lanebot_env=env, database=postgres_database) as stack:
+        stack.start_worker("only", concurrency=1)
+        number = open_and_label(stack, plan_body(units), cfg=config(max_retries=0))
+        stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
+        run_id = run_id_of(stack, number)
+        stack.wait_for(
+            "one lane's check running, the others queued",
+            lambda: len(processes_with(seconds)) == 1 and lane_states(stack, run_id).count("running") == 3,
+            timeout=STEP_TIMEOUT,
+            seen=lambda: str(lane_states(stack, run_id)),
+        )
+
+        private_redis.kill()
+        time.sleep(1.0)
+        private_redis.start()
+
+        wait_for_pull(stack, number)
+        assert len(stack.repository(REPO)["pulls"]) == 1
+        merges = merge_commits(stack, f"lanebot/{number}")
+        assert sorted(merges) == sorted(f"Merge lane '{unit['id']}' of #{number}" for unit in units)
+        assert all(s.status == "succeeded" for s in lane_sessions(stack, run_id))

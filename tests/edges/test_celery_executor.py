@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bot.edges.executor import Executor, integrate_job, lane_job, merge_job
+from bot.edges.executor import Executor, Job, LeaseState, integrate_job, lane_job, merge_job
 from bot.edges.executor.celery_executor import (
     TASK_NAME,
     CeleryExecutor,
@@ -165,9 +165,29 @@ async def never_stopping(run_id: int) -> bool:
     return False
 
 
+class Leases:
+    """The workers' leases as the executor sees them (bot.runner.leases keeps them in the database):
+    every job unclaimed, unless a test says one's holder has gone (`expired`)."""
+
+    def __init__(self) -> None:
+        self.expired: set[tuple[object, ...]] = set()
+        self.taken_over: list[Job] = []
+
+    async def state(self, job: Job) -> LeaseState:
+        return LeaseState.EXPIRED if job.key in self.expired else LeaseState.UNCLAIMED
+
+    async def take_over(self, job: Job) -> bool:
+        if job.key not in self.expired:
+            return False
+        self.expired.discard(job.key)
+        self.taken_over.append(job)
+        return True
+
+
 def executor(url: str, **options: Any) -> CeleryExecutor:
     options.setdefault("stopping", never_stopping)
-    return CeleryExecutor(url, max_lanes=4, max_runs_per_repo=1, poll_s=0.05, **options)
+    options.setdefault("leases", Leases())
+    return CeleryExecutor(url, max_lanes=4, max_runs_per_repo=1, poll_s=0.05, lease_check_s=0.05, **options)
 
 
 @pytest.mark.anyio
@@ -214,5 +234,33 @@ async def test_cancel_run_waits_for_a_cancelled_runs_jobs_and_leaves_a_running_r
         task.release.set()
         await asyncio.wait_for(waiting, 20)
         assert ex.active(8) == ()
+    finally:
+        await ex.close()
+
+
+@pytest.mark.anyio
+async def test_a_job_whose_workers_lease_ran_out_is_taken_over_a_lane_ends_here_a_merge_is_sent_again(worker):
+    """The stand-in holds `slow` jobs; their lease 'expires' as if the host died while holding them."""
+    url, task = worker
+    leases = Leases()
+    ex = executor(url, leases=leases)
+    try:
+        lane, merge = lane_job(9, "slow", 1), merge_job(9, ("slow",))
+        running = asyncio.ensure_future(ex.run(lane))
+        await asyncio.sleep(0.3)
+        leases.expired.add(lane.key)
+        await asyncio.wait_for(running, 10)  # ends here: the orchestrator runs the lane as its next attempt
+        assert leases.taken_over == [lane]
+
+        merging = asyncio.ensure_future(ex.run(merge))
+        await asyncio.sleep(0.3)
+        leases.expired.add(merge.key)
+        await asyncio.sleep(0.5)
+        assert not merging.done()  # sent again: it waits for the new task's end
+        task.release.set()
+        await asyncio.wait_for(merging, 20)
+        assert leases.taken_over == [lane, merge]
+        merges = [job for job in task.done if job["kind"] == "merge"]
+        assert len(merges) == 2  # the first send (the stand-in finished it late) and the one after the take-over
     finally:
         await ex.close()

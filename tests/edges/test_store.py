@@ -42,6 +42,7 @@ TABLES = {
     "run_events",
     "review_requests",
     "approver_pins",
+    "job_leases",
 }
 T0 = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
 Result = TypeVar("Result")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -11,7 +12,15 @@ from hypothesis import strategies as st
 
 from bot.core.lifecycle import RunState
 from bot.core.text import COMMENT_LIMIT, parse_marker
-from bot.render.progress import LaneView, Throttle, failure_tail, lane_checklist, render_progress
+from bot.render.answers import render_status
+from bot.render.progress import (
+    LaneView,
+    Throttle,
+    failure_tail,
+    lane_checklist,
+    render_progress,
+    shows_hosts,
+)
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -200,3 +209,54 @@ def test_edits_are_at_least_an_interval_apart_however_many_changes_arrive(interv
     if throttle.pending:
         due = throttle.next_allowed(now)
         assert due == edits[-1] + interval and throttle.should_edit(due)
+
+
+# --------------------------------------------------------------------------- which host ran a lane
+
+
+def on(view: LaneView, host: str | None, *, here: bool = False) -> LaneView:
+    return dataclasses.replace(view, host=host, host_is_here=here)
+
+
+def test_lanes_that_all_ran_on_lanebots_own_machine_show_no_host():
+    lanes = [on(lane("a", "merged", minutes=1), "box", here=True), lane("b", "pending", attempts=0, started=False)]
+    body = render_progress(1, "running", lanes, None, None)
+    assert not shows_hosts(lanes) and " on `" not in body
+
+
+def test_lanes_on_two_hosts_each_name_theirs_and_a_lane_not_started_names_none():
+    lanes = [
+        on(lane("a", "merged", minutes=1), "runner-1"),
+        on(lane("b", "running"), "runner-2"),
+        on(lane("c", "merged", minutes=2), "box", here=True),
+        lane("d", "pending", attempts=0, started=False),
+    ]
+    lines = [line for line in render_progress(1, "running", lanes, None, None).splitlines() if line.startswith("- [")]
+    assert [line.split(" · branch")[0].rsplit(" · ", 1)[-1] for line in lines[:3]] == [
+        "on `runner-1`",
+        "on `runner-2`",
+        "on `box`",
+    ]
+    assert " on `" not in lines[3]
+
+
+def test_one_runner_host_that_is_not_lanebots_machine_is_named():
+    assert "· on `runner-1` ·" in render_progress(1, "running", [on(lane("a", "running"), "runner-1")], None, None)
+
+
+def test_status_names_the_hosts_by_the_same_rule():
+    elsewhere = [on(lane("a", "merged", minutes=1), "runner-1"), on(lane("b", "running"), "runner-2")]
+    here = [on(lane("a", "merged", minutes=1), "box", here=True)]
+    assert "on `runner-1`" in render_status(run_id=7, state="running", lanes=elsewhere)
+    assert "on `runner-2`" in render_status(run_id=7, state="running", lanes=elsewhere)
+    assert " on `" not in render_status(run_id=7, state="running", lanes=here)
+
+
+def test_a_host_name_is_shown_inert_and_short():
+    hostile = "`x` @octocat [l](http://e) Closes #1 " + "h" * 200
+    line = lane_checklist([on(lane("a", "running"), hostile)])
+    # One code span (GitHub links, mentions and closes nothing inside one), cut to 64 characters.
+    shown = re.fullmatch(
+        r".* · on (``) (`x` @octocat \[l\]\(http://e\) Closes #1 h+…) \1 · branch `lanebot/42/a`\n", line
+    )
+    assert shown is not None and len(shown[2]) == 64

@@ -282,3 +282,18 @@ async def test_at_start_up_a_progress_comment_left_a_step_behind_is_brought_to_t
 
         await eventually(lambda: asked(), "the comment was read")
         assert asked() == ["GET"]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_the_last_label_edit_that_github_refused_is_tried_again(tmp_path, monkeypatch, sqlite_url):
+    monkeypatch.setattr(orchestrator, "FINAL_EDIT_PAUSES_S", (0.05, 0.05), raising=False)
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"}) as w:
+        refused = Fault("DELETE", r"/repos/[^/]+/[^/]+/issues/\d+/labels/lanebot.*", status=422, times=1)
+        w.github.server.sandbox.faults.add(refused)
+        run_id = approved_run(w.context.engine, [api_unit()])
+
+        assert await w.drive(run_id) == "done"
+
+        assert [fault for _, _, fault in w.github.server.sandbox.faults.fired] == [refused]
+        assert w.github.labels(ISSUE) == ["lanebot:done"]

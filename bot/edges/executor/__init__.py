@@ -24,7 +24,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Executor", "Job", "JobKind", "Perform", "integrate_job", "lane_job", "merge_job"]
+__all__ = ["Executor", "Job", "JobKind", "LeaseState", "Leases", "Perform", "integrate_job", "lane_job", "merge_job"]
 
 
 class JobKind(enum.StrEnum):
@@ -76,6 +76,24 @@ def merge_job(run_id: int, units: tuple[str, ...]) -> Job:
 
 def integrate_job(run_id: int) -> Job:
     return Job(JobKind.INTEGRATE, run_id)
+
+
+class LeaseState(enum.StrEnum):
+    """Where a job sent to the workers stands, as its lease in the database says."""
+
+    UNCLAIMED = "unclaimed"  # no worker has started it (still queued), or it has ended and let go
+    HELD = "held"  # a worker does it and renews its lease
+    EXPIRED = "expired"  # its worker stopped renewing: the host is gone
+
+
+class Leases(Protocol):
+    """The job leases the workers hold (bot.runner.leases), as the executor needs them."""
+
+    async def state(self, job: Job) -> LeaseState: ...
+
+    async def take_over(self, job: Job) -> bool:
+        """End the job's expired lease (a lane's attempt is then lost and the lane pending); True
+        for the one caller that did."""
 
 
 # What an executor calls to do a job; the orchestrator provides it (`bot.runner.orchestrator.perform`).

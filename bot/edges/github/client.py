@@ -14,7 +14,9 @@ Every request goes through `LanebotAPI._request`, the one place that
     out a limit, that installation's other requests wait with it (a `RateLimitGate` each; other
     installations are not touched), every wait is logged with the installation and the reset
     time, and a request whose waits would pass `RetryPolicy.max_rate_limit_wait` in all
-    (LANEBOT_MAX_RATE_LIMIT_WAIT) fails at once with `RateLimitTooLong`, which says until when.
+    (LANEBOT_MAX_RATE_LIMIT_WAIT) fails at once with `RateLimitTooLong`, which says until when,
+  - remembers what each installation's latest answer said of its limit (`x-ratelimit-remaining` and
+    `x-ratelimit-reset`: `GitHubApp.rate_limit_remaining`), which the metrics show.
 
 A request that may have taken effect is not repeated blindly: a POST that creates something
 (a comment, a check run, a pull request) is not retried after a 5xx or a connection that broke
@@ -107,6 +109,15 @@ class RateLimitWait:
 RECENT_WAITS = 20
 
 
+@dataclass(frozen=True)
+class RateLimitReading:
+    """What GitHub's latest answer to an installation said of its rate limit (`x-ratelimit-*`)."""
+
+    remaining: int
+    reset: float | None  # epoch seconds when the limit's window starts again
+    observed_at: float  # epoch seconds of that answer
+
+
 class RateLimitGate:
     """One installation's rate limit: closed while one of its requests waits one out, so that
     the installation's other requests wait with it rather than ask GitHub again."""
@@ -120,6 +131,13 @@ class RateLimitGate:
         # The latest waits, oldest first, for the progress comment to show (bounded: a long outage
         # is a few entries of minutes, not one per request).
         self.waits: collections.deque[RateLimitWait] = collections.deque(maxlen=RECENT_WAITS)
+        self.reading: RateLimitReading | None = None  # the latest answer's `x-ratelimit-*` headers
+
+    def observe(self, headers: Mapping[str, str]) -> None:
+        """Remember what an answer's `x-ratelimit-remaining` and `x-ratelimit-reset` say (when it has them)."""
+        remaining = _number(headers.get("x-ratelimit-remaining"))
+        if remaining is not None:
+            self.reading = RateLimitReading(int(remaining), _number(headers.get("x-ratelimit-reset")), self._clock())
 
     async def wait_open(self) -> None:
         await self._open.wait()
@@ -272,6 +290,7 @@ class LanebotAPI(HttpxGitHubAPI):
                 log.warning("%s: %s; retry %d in %.0f s", request, type(error).__name__, retries + 1, delay)
                 await self._sleep(delay)
             else:
+                self._gate.observe(response[1])
                 delay = self._delay_after(response, retries, repeatable)
                 if delay is None:
                     return response
@@ -446,6 +465,15 @@ class GitHubApp:
         """The installation's latest waits for GitHub's rate limit (this process's), oldest first."""
         gate = self._rate_limits.get(installation_id)
         return tuple(gate.waits) if gate is not None else ()
+
+    def rate_limit_remaining(self, installation_id: int | None) -> RateLimitReading | None:
+        """The installation's (None: the App's) rate limit as GitHub's latest answer to this process gave it."""
+        gate = self._rate_limits.get(installation_id)
+        return gate.reading if gate is not None else None
+
+    def rate_limit_readings(self) -> dict[int | None, RateLimitReading]:
+        """Every installation's (None: the App's) latest reading, for the metrics."""
+        return {key: gate.reading for key, gate in list(self._rate_limits.items()) if gate.reading is not None}
 
     def _gate(self, installation_id: int | None) -> RateLimitGate:
         gate = self._rate_limits.get(installation_id)

@@ -126,8 +126,9 @@ def session(engine: Engine) -> Iterator[Session]:
 def insert_ignoring_duplicates(engine: Engine | Connection, table: Table, unique_columns: Sequence[str]) -> Insert:
     """INSERT ... ON CONFLICT (unique_columns) DO NOTHING, in the engine's dialect.
 
-    One statement, no read before the write: a duplicate is a row count of 0, never an error,
-    however many writers race.
+    One statement, no read before the write: a duplicate is never an error, however many writers
+    race. Ask with RETURNING whether a row went in: psycopg reports a row count of -1 for a row
+    ON CONFLICT skipped.
     """
     dialect = engine.dialect.name
     if dialect == "sqlite":

@@ -290,3 +290,18 @@ class ApproverPin(SQLModel, table=True):
     login: str = Field(primary_key=True)
     user_id: int = Field(sa_type=BigInteger, nullable=False)
     pinned_at: datetime = _timestamp()
+
+
+class JobLease(SQLModel, table=True):
+    """A job of a run (`Job.key` as text) held by one runner host until `expires_at`, which that host
+    renews while the job runs (bot.runner.worker). A lease that ran out means its host is gone: the
+    job is taken over (bot.runner.orchestrator). `released_at` is set when the job ended there."""
+
+    __tablename__ = "job_leases"
+
+    job_key: str = Field(primary_key=True)
+    run_id: int = Field(foreign_key="runs.id", nullable=False, index=True)
+    holder: str = Field(nullable=False)
+    acquired_at: datetime = _timestamp()
+    expires_at: datetime = _timestamp()
+    released_at: datetime | None = _timestamp(nullable=True)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import String, cast, func, insert, update
+from sqlalchemy import String, cast, exists, func, insert, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
@@ -361,22 +361,26 @@ def set_lane_state(
     new_state: str,
     *,
     now: datetime | None = None,
+    while_session_runs: int | None = None,
     **fields: Any,
 ) -> bool:
     """Compare-and-set a lane's state, stamping started/finished/merged_at unless given.
 
-    True for the one caller that moved it; False when the lane was not in `expected_state`.
+    True for the one caller that moved it; False when the lane was not in `expected_state`, or
+    (with `while_session_runs`) when that session is no longer running: an attempt taken for lost
+    (its host was gone) does not write its late outcome over the next attempt's.
     """
     _require_member(new_state, LANE_STATES, "lane state")
     _require_known_fields(fields, _LANE_FIELDS, "lane")
     now = now or utc_now()
     stamp = _LANE_TIMESTAMPS.get(new_state)
     values = {stamp: now, **fields} if stamp else dict(fields)
+    conditions = [_LANES.c.id == lane_id, _LANES.c.state == expected_state]
+    if while_session_runs is not None:
+        running = select(_SESSIONS.c.id).where(_SESSIONS.c.id == while_session_runs, _SESSIONS.c.status == "running")
+        conditions.append(exists(running))
     statement = (
-        update(_LANES)
-        .where(_LANES.c.id == lane_id, _LANES.c.state == expected_state)
-        .values(**values, state=new_state)
-        .returning(_LANES.c.run_id, _LANES.c.unit_id)
+        update(_LANES).where(*conditions).values(**values, state=new_state).returning(_LANES.c.run_id, _LANES.c.unit_id)
     )
     with engine.begin() as connection:
         moved = connection.execute(statement).one_or_none()
