@@ -123,8 +123,6 @@ def executor_for(context: RunnerContext) -> Executor:
 
             executor = CeleryExecutor(
                 broker_url,
-                max_lanes=context.settings.max_lanes,
-                max_runs_per_repo=context.settings.max_runs_per_repo,
                 stopping=stopping,
                 leases=DatabaseLeases(context),
             )
@@ -220,6 +218,9 @@ async def reconcile(context: RunnerContext, run_id: int) -> bool:
         return True
     if run.state != RunState.RUNNING:
         return False
+    shared = not executor_for(context).local
+    if shared and await db(store.building_ahead, context.engine, run) >= context.settings.max_runs_per_repo:
+        return False  # waits for an earlier run of the repository (the cap is the database's: see _start_lanes)
     rt = await load_runtime(context, run_id)
     changed = await _start_integration_branch(rt)
     lanes = await db(store.lanes, context.engine, run_id) or await db(
@@ -233,7 +234,11 @@ async def reconcile(context: RunnerContext, run_id: int) -> bool:
         await executor_for(context).run(merge_job(run_id, decision.merge))
         return True
     if decision.start:
-        return await _start_lanes(context, rt, lanes, decision.start) or changed
+        starting = decision.start
+        if shared:  # at most max_lanes across every run and every worker, counted in the database
+            room = context.settings.max_lanes - await db(store.lanes_running, context.engine)
+            starting = starting[: max(room, 0)]
+        return (bool(starting) and await _start_lanes(context, rt, lanes, starting)) or changed
     if decision.complete:
         return await _move(context, run, Event.LANES_MERGED)
     if decision.stalled:

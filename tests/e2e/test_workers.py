@@ -42,6 +42,7 @@ from tests.e2e.test_end_to_end import (
     plan_body,
     recipe_unit,
     state_labels,
+    wait_for_comment,
     wait_for_pull,
 )
 from tests.process_helpers import gone, processes_with
@@ -394,3 +395,36 @@ def test_redis_restarted_mid_run_loses_no_lane(tmp_path: Path, private_redis: Pr
         merges = merge_commits(stack, f"lanebot/{number}")
         assert sorted(merges) == sorted(f"Merge lane '{unit['id']}' of #{number}" for unit in units)
         assert all(s.status == "succeeded" for s in lane_sessions(stack, run_id))
+
+
+@pytest.mark.parametrize("broker_url", ["redis"], indirect=True)
+def test_the_caps_hold_across_workers_one_lane_at_a_time_and_one_run_per_repository(
+    tmp_path: Path, broker_url: str, postgres_database: str
+):
+    """LANEBOT_MAX_LANES=1 and LANEBOT_MAX_RUNS_PER_REPO=1 with two workers free: counted in the
+    database, so no two lane sessions overlap, and the second run's lanes start after the first run."""
+    units = [recipe_unit(unit, rf"^{unit}\.txt$", {f"{unit}.txt": "zzz\n"}, check="sleep 1") for unit in ("one", "two")]
+    env = {
+        "LANEBOT_JAIL_READ_ONLY": str(shared_folder(tmp_path)),
+        "LANEBOT_BROKER_URL": broker_url,
+        "LANEBOT_MAX_LANES": "1",
+        "LANEBOT_MAX_RUNS_PER_REPO": "1",
+    }
+    with Stack(tmp_path / "stack", lanebot_env=env, database=postgres_database) as stack:
+        for name in WORKERS:
+            stack.start_worker(name, concurrency=1)
+        first = open_and_label(stack, plan_body(units), cfg=config())
+        second = stack.human.open_issue(REPO, login=MAINTAINER, title="And this", body=plan_body(units))["number"]
+        stack.human.add_label(REPO, second, "lanebot", login=MAINTAINER)
+        wait_for_comment(stack, second, "<!-- lanebot:gate")
+        run_ids = [run_id_of(stack, number) for number in (first, second)]
+        for number in (first, second):
+            stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
+
+        for number in (first, second):
+            wait_for_pull(stack, number)
+        first_run, second_run = (lane_sessions(stack, run_id) for run_id in run_ids)
+        spans = sorted((s.started_at, s.ended_at) for s in first_run + second_run)
+        assert len(spans) == 4 and all(end is not None for _, end in spans)
+        assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans
+        assert min(s.started_at for s in second_run) >= max(s.ended_at for s in first_run)  # type: ignore[type-var]

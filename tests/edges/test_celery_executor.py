@@ -187,7 +187,7 @@ class Leases:
 def executor(url: str, **options: Any) -> CeleryExecutor:
     options.setdefault("stopping", never_stopping)
     options.setdefault("leases", Leases())
-    return CeleryExecutor(url, max_lanes=4, max_runs_per_repo=1, poll_s=0.05, lease_check_s=0.05, **options)
+    return CeleryExecutor(url, poll_s=0.05, lease_check_s=0.05, **options)
 
 
 @pytest.mark.anyio

@@ -690,3 +690,30 @@ def test_lanebot_reports_an_unreachable_database(tmp_path, capsys):
     missing_folder = tmp_path / "no-such-folder" / "lanebot.db"
     assert bot.cli.main(["migrate", "--database-url", f"sqlite:///{missing_folder}"]) == 1
     assert "cannot use the database at sqlite:///" in capsys.readouterr().err
+
+
+def test_the_caps_count_in_the_database_runs_building_ahead_per_repository_and_lanes_running_everywhere(engine):
+    path = ("planning", "awaiting_approval", "running", "integrating")
+
+    def building(repository: str, issue: int, state: str) -> runs.Run:
+        run = runs.create_run(engine, installation_id=1, repository=repository, issue_number=issue, requested_by="m")
+        for before, after in zip(path, path[1 : path.index(state) + 1]):
+            assert runs.transition(engine, run.id, before, after)
+        return runs.get_run(engine, run.id)
+
+    first = building("Octo/App", 1, "integrating")
+    other_repository = building("octo/other", 1, "running")
+    second = building("octo/app", 2, "running")
+    waiting = building("octo/app", 3, "awaiting_approval")
+
+    assert runs.building_ahead(engine, first) == 0
+    assert runs.building_ahead(engine, second) == 1  # the first (names compared without case)
+    assert runs.building_ahead(engine, other_repository) == 0
+    assert runs.building_ahead(engine, waiting) == 2
+
+    runs.create_lanes(engine, second.id, [["a", "b"]])
+    runs.create_lanes(engine, other_repository.id, [["c"]])
+    for run_id, unit in ((second.id, "a"), (other_repository.id, "c")):
+        lane = runs.get_lane(engine, run_id, unit)
+        assert runs.set_lane_state(engine, lane.id, "pending", "running")
+    assert runs.lanes_running(engine) == 2

@@ -29,10 +29,10 @@ worker that receives it) and waits until every one of them has ended. When the r
 (`lanebot serve` itself is stopping), the jobs are left to finish on their workers: their outcomes
 are in the database when lanebot starts again.
 
-Caps: lane jobs are sent at most `max_lanes` at a time from this process (the others wait here, not
-in the queue), and `run_slot` caps the runs building per repository, as in the embedded executor;
-each worker's `--concurrency` caps what it runs at once. (Both in this process's memory: right for
-one `lanebot serve`; caps held in the database are left for several.)
+Caps: none in this process. The cap of lanes across all workers (LANEBOT_MAX_LANES) and of runs
+building per repository (LANEBOT_MAX_RUNS_PER_REPO) are counted in the database by the
+orchestrator before it starts anything (`reconcile`), so they hold for every host; each worker's
+`--concurrency` caps what it runs at once.
 
 Every call into Celery (sending, polling, revoking) goes through one thread of its own, so
 Celery's connections, which are not safe to share between threads, are only ever used by one.
@@ -157,8 +157,6 @@ class CeleryExecutor:
         self,
         broker_url: str,
         *,
-        max_lanes: int,
-        max_runs_per_repo: int,
         stopping: Callable[[int], Awaitable[bool]],
         leases: Leases,
         poll_s: float = POLL_S,
@@ -166,9 +164,6 @@ class CeleryExecutor:
         cancel_wait_s: float = CANCEL_WAIT_S,
         app: Celery | None = None,
     ) -> None:
-        for name, value in (("max_lanes", max_lanes), ("max_runs_per_repo", max_runs_per_repo)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
         self._app = app if app is not None else celery_app(broker_url)
         self._stopping = stopping
         self._leases = leases
@@ -176,9 +171,6 @@ class CeleryExecutor:
         self._lease_check_s = lease_check_s
         self._cancel_wait_s = cancel_wait_s
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lanebot-celery")
-        self._lane_slots = asyncio.Semaphore(max_lanes)
-        self._max_runs_per_repo = max_runs_per_repo
-        self._repo_slots: dict[str, asyncio.Semaphore] = {}
         self._tasks: dict[tuple[object, ...], tuple[Job, asyncio.Task[None]]] = {}
         # task id -> (its job, its result, what the poller resolves with the result's meta)
         self._sent: dict[str, tuple[Job, AsyncResult, asyncio.Future[dict[str, Any]]]] = {}
@@ -253,9 +245,10 @@ class CeleryExecutor:
 
     @contextlib.asynccontextmanager
     async def run_slot(self, repository: str) -> AsyncIterator[None]:
-        slot = self._repo_slots.setdefault(repository.lower(), asyncio.Semaphore(self._max_runs_per_repo))
-        async with slot:
-            yield
+        """No slot in this process: the caps of runs per repository and of lanes across workers
+        are the orchestrator's, counted in the database (bot.runner.orchestrator.reconcile), so
+        that they hold across every `lanebot serve` and worker."""
+        yield
 
     async def close(self) -> None:
         """Stop looking at results; the jobs sent go on on their workers."""
@@ -274,11 +267,7 @@ class CeleryExecutor:
 
     async def _execute(self, job: Job) -> None:
         try:
-            if job.kind is JobKind.LANE:
-                async with self._lane_slots:
-                    await self._remote(job)
-            else:
-                await self._remote(job)
+            await self._remote(job)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -348,6 +348,25 @@ def lanes(engine: Engine, run_id: int) -> list[Lane]:
         return list(db.exec(query).all())
 
 
+def building_ahead(engine: Engine, run: Run) -> int:
+    """How many runs of the run's repository, approved before it, are building (running or
+    integrating): the cap of runs per repository, held in the database for every host to read."""
+    query = select(func.count()).where(
+        func.lower(_RUNS.c.repository) == run.repository.lower(),
+        _RUNS.c.state.in_(("running", "integrating")),
+        _RUNS.c.id < run.id,
+    )
+    with engine.connect() as connection:
+        return int(connection.execute(query).scalar_one())
+
+
+def lanes_running(engine: Engine) -> int:
+    """Lanes running now in every run: the cap of lanes across all workers reads it."""
+    query = select(func.count()).where(_LANES.c.state == "running")
+    with engine.connect() as connection:
+        return int(connection.execute(query).scalar_one())
+
+
 def get_lane(engine: Engine, run_id: int, unit_id: str) -> Lane | None:
     query = select(Lane).where(Lane.run_id == run_id, Lane.unit_id == unit_id)
     with session(engine) as db:
