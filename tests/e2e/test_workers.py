@@ -18,10 +18,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -428,3 +430,52 @@ def test_the_caps_hold_across_workers_one_lane_at_a_time_and_one_run_per_reposit
         assert len(spans) == 4 and all(end is not None for _, end in spans)
         assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans
         assert min(s.started_at for s in second_run) >= max(s.ended_at for s in first_run)  # type: ignore[type-var]
+
+
+@pytest.mark.parametrize("broker_url", ["redis"], indirect=True)
+def test_flower_shows_the_workers_and_their_jobs_unchanged(tmp_path: Path, broker_url: str, postgres_database: str):
+    """Celery's monitor, pointed at the broker as its README says: it sees both runner hosts and
+    every job lanebot sent (task events are on), with no lanebot code of its own."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"LANEBOT_JAIL_READ_ONLY": str(shared_folder(tmp_path)), "LANEBOT_BROKER_URL": broker_url}
+    flower = subprocess.Popen(
+        [sys.executable, "-m", "celery", f"--broker={broker_url}", "flower", f"--port={port}", "--address=127.0.0.1"],
+        env={**os.environ, "FLOWER_UNAUTHENTICATED_API": "true"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        api = f"http://127.0.0.1:{port}/api"
+        with Stack(tmp_path / "stack", lanebot_env=env, database=postgres_database) as stack:
+            stack.wait_for("flower answers", lambda: _get(f"{api}/workers") is not None, timeout=STEP_TIMEOUT)
+            for name in WORKERS:
+                stack.start_worker(name, concurrency=1)
+            number = open_and_label(stack, plan_body(UNITS), cfg=repository_config("recipe"))
+            stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
+            wait_for_pull(stack, number)
+
+            workers = stack.wait_for(
+                "flower lists both workers",
+                lambda: (found := _get(f"{api}/workers?refresh=1")) and len(found) >= 2 and found,
+                timeout=STEP_TIMEOUT,
+            )
+            assert {name.split("@", 1)[0] for name in workers} == set(WORKERS)
+            tasks = _get(f"{api}/tasks") or {}
+            kinds = [task["kwargs"] for task in tasks.values() if task.get("name") == "lanebot.perform"]
+            assert sum("'lane'" in kwargs for kwargs in kinds) >= len(UNITS), kinds
+            assert {task["state"] for task in tasks.values()} == {"SUCCESS"}
+    finally:
+        flower.terminate()
+        flower.wait(timeout=10)
+
+
+def _get(url: str) -> Any:
+    import httpx
+
+    try:
+        answer = httpx.get(url, timeout=5)
+    except httpx.HTTPError:
+        return None
+    return answer.json() if answer.status_code == 200 else None
