@@ -479,3 +479,55 @@ def _get(url: str) -> Any:
     except httpx.HTTPError:
         return None
     return answer.json() if answer.status_code == 200 else None
+
+
+@pytest.mark.parametrize("broker_url", ["redis"], indirect=True)
+def test_a_worker_killed_mid_merge_is_taken_over_and_each_lane_is_merged_once(
+    tmp_path: Path, broker_url: str, postgres_database: str
+):
+    """The merge round's push held at GitHub (the sandbox), its worker SIGKILLed meanwhile; the push
+    lands after all, as a sent request may. The merge is sent again to the other worker, which finds
+    the lane already on the pushed integration branch (the fence): one merge commit per lane."""
+    env = {
+        "LANEBOT_JAIL_READ_ONLY": str(shared_folder(tmp_path)),
+        "LANEBOT_BROKER_URL": broker_url,
+        "LANEBOT_LEASE_TTL": "4",
+    }
+    units = [recipe_unit("solo", r"^solo\.txt$", {"solo.txt": "zzz\n"}, check="sleep 1")]
+    with Stack(tmp_path / "stack", lanebot_env=env, database=postgres_database) as stack:
+        for name in WORKERS:
+            stack.start_worker(name, concurrency=1)
+        number = open_and_label(stack, plan_body(units), cfg=config(max_retries=0))
+        stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
+        run_id = run_id_of(stack, number)
+        stack.wait_for("the lane running", lambda: lane_sessions(stack, run_id), timeout=STEP_TIMEOUT)
+        # Only the merge round pushes the integration branch from now on.
+        stack.human.add_fault(
+            method="POST", path=r"/.*/git-receive-pack", body_contains=f"refs/heads/lanebot/{number}", delay=6
+        )
+        stack.wait_for("the merge's push held", lambda: stack.human.faults()["fired"], timeout=STEP_TIMEOUT, poll=0.05)
+        [holder] = [lease.holder for lease in held_leases(stack, run_id) if lease.job_key.startswith("merge|")]
+        os.killpg(stack.worker(holder.split("/", 1)[0]).pid, signal.SIGKILL)
+
+        wait_for_pull(stack, number)
+        assert len(stack.repository(REPO)["pulls"]) == 1
+        assert merge_commits(stack, f"lanebot/{number}").count(f"Merge lane 'solo' of #{number}") == 1
+        assert "taken_over" in [event.kind for event in run_events(stack, run_id)]
+
+
+def held_leases(stack: Stack, run_id: int) -> list[Any]:
+    from bot.edges.store import leases
+
+    engine = db.make_engine(stack.database_url)
+    try:
+        return [lease for lease in leases.all_of(engine, run_id) if lease.released_at is None]
+    finally:
+        engine.dispose()
+
+
+def run_events(stack: Stack, run_id: int) -> list[Any]:
+    engine = db.make_engine(stack.database_url)
+    try:
+        return runs.run_events(engine, run_id)
+    finally:
+        engine.dispose()

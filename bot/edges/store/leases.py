@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 from bot.edges.store.db import insert_ignoring_duplicates
 from bot.edges.store.models import JobLease, utc_now
 
-__all__ = ["acquire", "expired", "get", "job_key", "release", "renew", "take_over"]
+__all__ = ["acquire", "all_of", "expired", "get", "job_key", "release", "renew", "take_over"]
 
 _LEASES = JobLease.__table__  # type: ignore[attr-defined]
 
@@ -106,3 +106,11 @@ def get(engine: Engine, key: str) -> JobLease | None:
     with engine.connect() as connection:
         row = connection.execute(select(_LEASES).where(_LEASES.c.job_key == key)).one_or_none()
     return JobLease(**row._mapping) if row is not None else None
+
+
+def all_of(engine: Engine, run_id: int) -> list[JobLease]:
+    """Every lease the run's jobs took, held or let go."""
+    with engine.connect() as connection:
+        return [
+            JobLease(**row._mapping) for row in connection.execute(select(_LEASES).where(_LEASES.c.run_id == run_id))
+        ]
