@@ -1,8 +1,9 @@
 """The sandbox GitHub: a local stand-in for the part of GitHub lanebot touches.
 
 REST routes with GitHub's paths, shapes and errors, git over smart HTTP, signed webhook
-deliveries with GitHub's headers and payloads, and a small human API (`/_sandbox/...`) to act as
-people do on github.com. Built from GitHub's documentation and real payloads, not from what
+deliveries with GitHub's headers and payloads, the OAuth web flow by which a person signs in to the
+App (`/login/oauth/authorize`, `/login/oauth/access_token`; then `GET /user`, `/user/installations`),
+and a small human API (`/_sandbox/...`) to act as people do on github.com. Built from GitHub's documentation and real payloads, not from what
 lanebot sends, so that it catches lanebot's wrong beliefs instead of sharing them.
 
     config = SandboxConfig(public_key_pem=..., webhook_url=..., webhook_secret=...)

@@ -1,5 +1,5 @@
 """The sandbox as one Starlette app: GitHub's REST routes, its GraphQL endpoint, git smart HTTP,
-the human API.
+the web pages of the OAuth web flow (bot.sandbox.routes_oauth), the human API.
 
 Around every request: GitHub's response headers on REST answers (request ID, API version,
 rate limit), GitHub's 404 body for anything not served (unknown paths, unsupported methods and
@@ -29,9 +29,11 @@ from bot.sandbox import (
     routes_app,
     routes_checks,
     routes_issues,
+    routes_oauth,
     routes_pulls,
     routes_repos,
     routes_reviews,
+    routes_user,
 )
 from bot.sandbox.core import Sandbox
 from bot.sandbox.errors import DOCS, GitHubError, not_found
@@ -47,6 +49,7 @@ REST_ROUTES: tuple[RestRoute, ...] = (
     *routes_pulls.ROUTES,
     *routes_reviews.ROUTES,
     *routes_checks.ROUTES,
+    *routes_user.ROUTES,
 )
 
 
@@ -82,7 +85,13 @@ def create_app(sandbox: Sandbox) -> ASGIApp:
         finally:
             await sandbox.close()
 
-    routes = [*starlette_routes(REST_ROUTES), *graphql.ROUTES, *human.ROUTES, *git_http.ROUTES]
+    routes = [
+        *starlette_routes(REST_ROUTES),
+        *graphql.ROUTES,
+        *routes_oauth.ROUTES,
+        *human.ROUTES,
+        *git_http.ROUTES,
+    ]
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
@@ -112,7 +121,7 @@ class GitHubEdge:
             await self.app(scope, receive, send)
             return
         method, path = scope["method"], scope["path"]
-        rest = not path.startswith(human.PREFIX) and ".git/" not in path
+        rest = not path.startswith(human.PREFIX) and ".git/" not in path and not routes_oauth.is_web_path(path)
         status_seen: list[int] = []
 
         async def send_with_headers(message: Message) -> None:

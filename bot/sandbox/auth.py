@@ -1,10 +1,12 @@
-"""Who is asking, and may they: the App's JWT, installation tokens, repository access, rate limits.
+"""Who is asking, and may they: the App's JWT, installation and user tokens, repository access, rate limits.
 
 - The App's JWT (RS256) must verify against the App's public key, name the App in `iss` (its ID,
   or its client ID), have an `exp` in the future and no more than ten minutes after `iat`. Each
   failure gets GitHub's own 401 message.
 - Installation tokens are minted for an installation, optionally narrowed to some of its
   repositories and permissions, and live one hour. Only their SHA-256 is kept.
+- User access tokens (the web flow's, bot.sandbox.oauth) make the caller a person through the App:
+  they read what that person can (a private repository only where they have a role).
 - Repository access follows GitHub: a private repository the caller cannot see is 404 (its
   existence is not revealed); a visible repository the caller may not change is 403 "Resource not
   accessible by integration"; no credentials where some are needed is 401.
@@ -32,7 +34,7 @@ from bot.sandbox.errors import (
     GitHubError,
     not_found,
 )
-from bot.sandbox.state import AppRecord, Installation, Repository
+from bot.sandbox.state import Account, AppRecord, Installation, Repository, role_in
 
 TOKEN_LIFETIME = timedelta(hours=1)
 JWT_MAX_LIFETIME_SECONDS = 600
@@ -90,16 +92,20 @@ class InstallationToken:
 
 @dataclass(frozen=True)
 class Principal:
-    """The caller of one request."""
+    """The caller of one request: no one, the App (JWT), an installation (its token), or a person
+    through the App (a user access token from the web flow; `user` is who)."""
 
-    kind: Literal["anonymous", "app", "installation"]
+    kind: Literal["anonymous", "app", "installation", "user"]
     token: InstallationToken | None = None
     address: str = ""
+    user: Account | None = None
 
     @property
     def rate_key(self) -> str:
         if self.kind == "installation" and self.token is not None:
             return f"installation:{self.token.installation_id}"
+        if self.kind == "user" and self.user is not None:
+            return f"user:{self.user.id}"
         return self.kind if self.kind == "app" else f"address:{self.address}"
 
 
@@ -166,7 +172,17 @@ def token_covers(principal: Principal, repository: Repository) -> bool:
 def authorize(
     principal: Principal, repository: Repository, permission: str, level: str, documentation_url: str
 ) -> None:
-    """Raise what GitHub answers when this caller may not use `permission` at `level` here."""
+    """Raise what GitHub answers when this caller may not use `permission` at `level` here.
+
+    A user access token reaches what both the person and the App can: a private repository only
+    where the person has a role. The sandbox's user tokens only read; a write with one is refused
+    as GitHub refuses what a token may not do."""
+    if principal.kind == "user" and principal.user is not None:
+        if repository.private and role_in(repository, principal.user.login) is None:
+            raise not_found(documentation_url)
+        if level != "read":
+            raise GitHubError(403, NOT_ACCESSIBLE, documentation_url=documentation_url)
+        return
     covered = token_covers(principal, repository)
     if not covered:
         if repository.private:

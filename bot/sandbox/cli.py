@@ -108,6 +108,10 @@ class HumanClient:
     def remove_collaborator(self, full_name: str, login: str) -> dict[str, Any]:
         return self._object("DELETE", f"/repos/{full_name}/collaborators/{login}")
 
+    def create_user(self, login: str) -> dict[str, Any]:
+        """A person signs up; they have no role anywhere until given one."""
+        return self._object("POST", "/users", {"login": login})
+
     def rename_user(self, login: str, new_login: str) -> dict[str, Any]:
         return self._object("POST", f"/users/{login}/rename", {"login": new_login})
 
@@ -216,6 +220,10 @@ class HumanClient:
         if secret is not None:
             body["webhook_secret"] = secret
         return self._object("PATCH", "/app", body)
+
+    def set_callback_urls(self, urls: list[str]) -> dict[str, Any]:
+        """Where the web flow may send a person back (the first is the default); the App as `app()` shows it."""
+        return self._object("PATCH", "/app", {"callback_urls": urls})
 
     def deliveries(self) -> list[dict[str, Any]]:
         return self._objects("GET", "/deliveries")

@@ -31,6 +31,7 @@ from bot.sandbox import events
 from bot.sandbox.auth import RateLimiter, TokenBook
 from bot.sandbox.faults import FaultBook
 from bot.sandbox.gitstore import FileDiff, GitError, GitStore
+from bot.sandbox.oauth import OAuthBook
 from bot.sandbox.shapes import Renderer
 from bot.sandbox.state import (
     Account,
@@ -177,6 +178,10 @@ class SandboxConfig:
     delivery_log: Path | None = None
     webhook_timeout: float = 10.0
     rate_limit: int = 5000
+    # The App's OAuth client, for the web flow: made up when not given (as GitHub makes them up).
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    callback_urls: tuple[str, ...] = ()
 
 
 def make_app_record(config: SandboxConfig, now: datetime) -> AppRecord:
@@ -186,7 +191,7 @@ def make_app_record(config: SandboxConfig, now: datetime) -> AppRecord:
         id=config.app_id,
         slug=config.app_slug,
         name=config.app_name,
-        client_id=f"Iv1.{secrets.token_hex(8)}",
+        client_id=config.client_id or f"Iv1.{secrets.token_hex(8)}",
         owner=owner,
         bot=bot,
         public_key_pem=config.public_key_pem,
@@ -196,11 +201,13 @@ def make_app_record(config: SandboxConfig, now: datetime) -> AppRecord:
         created_at=now,
         webhook_url=config.webhook_url,
         webhook_secret=config.webhook_secret,
+        client_secret=config.client_secret or secrets.token_hex(20),  # GitHub's are 40 hexadecimal characters
+        callback_urls=list(config.callback_urls),
     )
 
 
 class Sandbox:
-    """The whole stand-in for GitHub: state, git, tokens, rate limits, webhooks."""
+    """The whole stand-in for GitHub: state, git, tokens (the App's and people's), rate limits, webhooks."""
 
     def __init__(
         self,
@@ -217,6 +224,7 @@ class Sandbox:
             self._scratch = Path(tempfile.mkdtemp(prefix="lanebot-sandbox-"))
         self.git = GitStore((config.state_dir or self._scratch or Path(".")) / "git")
         self.tokens = TokenBook(clock=clock)
+        self.oauth = OAuthBook(clock=clock)
         self.limiter = RateLimiter(clock=clock, installation_limit=config.rate_limit)
         self.webhooks = WebhookSender(
             self.state.app,

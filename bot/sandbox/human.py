@@ -9,8 +9,10 @@ requests and resolve review threads (write and up, or the pull request's author)
 their inline comments are checked as GitHub checks them (a comment on a line the diff does not
 show is refused). Giving, changing or taking away a collaborator's role (`POST` and `DELETE
 collaborators`) sends `member` added, edited or removed, as GitHub does to an
-App subscribed to it; `POST /_sandbox/users/{login}/rename` renames a person, whose old login is
-then free for someone else to register. For tests, `/_sandbox/faults` sets faults: requests made to fail on purpose
+App subscribed to it; `POST /_sandbox/users` signs a person up (`{"login"}`), and `POST
+/_sandbox/users/{login}/rename` renames one, whose old login is then free for someone else to
+register. `GET /_sandbox/app` shows the App's OAuth client (`client_id`, `client_secret`) and
+`PATCH /_sandbox/app` sets its `callback_urls` for the web flow (bot.sandbox.routes_oauth). For tests, `/_sandbox/faults` sets faults: requests made to fail on purpose
 (bot.sandbox.faults).
 Served on loopback without authentication: it is the person at the keyboard.
 """
@@ -202,6 +204,20 @@ def _admin(request: Request, repository: Repository, body: dict[str, Any]) -> Ac
     if body.get("as") is None:
         return None
     return _person(request, repository, {"as": body["as"]}, "admin")
+
+
+async def create_user(request: Request) -> Response:
+    """A person signs up (`{"login": NAME}`); they have no role anywhere until given one."""
+    body = await _body(request)
+    login = _text(body, "login") or ""
+    if not _LOGIN.match(login):
+        raise HumanError(422, f"'login' must be a GitHub login (letters, digits and '-'), not {login!r}")
+    state = _sandbox(request).state
+    existing = state.find_account(login)
+    if existing is not None:
+        raise HumanError(409, f"the login {existing.login} is already taken (a {existing.type})")
+    account = state.account(login)
+    return JSONResponse({"login": account.login, "id": account.id}, status_code=201)
 
 
 async def rename_user(request: Request) -> Response:
@@ -454,6 +470,8 @@ async def app_info(request: Request) -> Response:
             "id": app.id,
             "slug": app.slug,
             "client_id": app.client_id,
+            "client_secret": app.client_secret,
+            "callback_urls": list(app.callback_urls),
             "webhook_url": app.webhook_url,
             "events": app.events,
             "permissions": app.permissions,
@@ -469,6 +487,13 @@ async def update_app(request: Request) -> Response:
         sandbox.app.webhook_url = _text(body, "webhook_url", required=False) or None
     if "webhook_secret" in body:
         sandbox.app.webhook_secret = _text(body, "webhook_secret", required=False) or None
+    if "callback_urls" in body:
+        urls = body["callback_urls"]
+        if not isinstance(urls, list) or not all(
+            isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls
+        ):
+            raise HumanError(422, "'callback_urls' must be a list of http:// or https:// URLs, the first the default")
+        sandbox.app.callback_urls = list(urls)
     return await app_info(request)
 
 
@@ -748,6 +773,7 @@ ROUTES = [
     Route(_REPO, repository_state, methods=["GET"]),
     Route(f"{_REPO}/collaborators", add_collaborator, methods=["POST"]),
     Route(f"{_REPO}/collaborators/{{login}}", remove_collaborator, methods=["DELETE"]),
+    Route(f"{PREFIX}/users", create_user, methods=["POST"]),
     Route(f"{PREFIX}/users/{{login}}/rename", rename_user, methods=["POST"]),
     Route(f"{_REPO}/issues", open_issue, methods=["POST"]),
     Route(f"{_REPO}/issues/comments/{{comment_id}}", edit_comment, methods=["PATCH"]),

@@ -94,8 +94,8 @@ async def read_json(request: Request, *, allow_list: bool = False) -> Any:
 
 
 def caller(request: Request, *, count: bool = True) -> Principal:
-    """Who is asking (anonymous, the App by JWT, or an installation by token); counts the request
-    against that caller's rate limit unless `count` is False."""
+    """Who is asking (anonymous, the App by JWT, an installation by its token, or a person by a
+    user access token); counts the request against that caller's rate limit unless `count` is False."""
     sandbox = sandbox_of(request)
     parsed = parse_authorization(request.headers.get("authorization"))
     address = request.client.host if request.client else ""
@@ -106,9 +106,13 @@ def caller(request: Request, *, count: bool = True) -> Principal:
         principal = Principal("app")
     else:
         token = sandbox.tokens.lookup(parsed[1])
-        if token is None:
+        user_token = sandbox.oauth.lookup(parsed[1]) if token is None else None
+        if token is not None:
+            principal = Principal("installation", token)
+        elif user_token is not None:
+            principal = Principal("user", user=user_token.account)
+        else:
             raise GitHubError(401, BAD_CREDENTIALS)
-        principal = Principal("installation", token)
     limiter = sandbox.limiter
     request.scope["sandbox.rate"] = limiter.consume(principal) if count else limiter.peek(principal)
     return principal

@@ -107,25 +107,7 @@ async def get_user(request: Request) -> Response:
     account = sandbox.state.find_account(request.path_params["username"])
     if account is None:
         raise not_found(docs_url(request))
-    return json_response(
-        {
-            **sandbox.renderer.user(account),
-            "name": None,
-            "company": None,
-            "blog": "",
-            "location": None,
-            "email": None,
-            "hireable": None,
-            "bio": None,
-            "twitter_username": None,
-            "public_repos": 0,
-            "public_gists": 0,
-            "followers": 0,
-            "following": 0,
-            "created_at": "2008-01-14T04:33:35Z",
-            "updated_at": "2008-01-14T04:33:35Z",
-        }
-    )
+    return json_response(sandbox.renderer.profile(account))
 
 
 ROUTES = (

@@ -130,6 +130,26 @@ class Renderer:
             "site_admin": False,
         }
 
+    def profile(self, account: Account) -> Json:
+        """A user as `GET /users/{username}` and `GET /user` show them: the user and their public profile."""
+        return {
+            **self.user(account),
+            "name": None,
+            "company": None,
+            "blog": "",
+            "location": None,
+            "email": None,
+            "hireable": None,
+            "bio": None,
+            "twitter_username": None,
+            "public_repos": 0,
+            "public_gists": 0,
+            "followers": 0,
+            "following": 0,
+            "created_at": "2008-01-14T04:33:35Z",
+            "updated_at": "2008-01-14T04:33:35Z",
+        }
+
     def organization(self, account: Account) -> Json:
         api = f"{self.base_url}/orgs/{account.login}"
         return {

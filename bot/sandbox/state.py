@@ -92,6 +92,8 @@ class AppRecord:
     description: str = ""
     webhook_url: str | None = None
     webhook_secret: str | None = field(default=None, repr=False)
+    client_secret: str = field(default="", repr=False)  # the OAuth client's secret, for the web flow
+    callback_urls: list[str] = field(default_factory=list)  # where the web flow may send a person back
 
     @property
     def node_id(self) -> str:
@@ -370,6 +372,15 @@ class Repository:
         return self.labels.get(name.lower())
 
 
+def role_in(repository: Repository, login: str) -> Role | None:
+    """The person's explicit role on the repository: the owning user is admin; collaborators have
+    theirs; anyone else none (a public repository is readable by them all the same)."""
+    if repository.owner.type == "User" and repository.owner.login.lower() == login.lower():
+        return "admin"
+    entry = repository.collaborators.get(login.lower())
+    return entry[1] if entry else None
+
+
 class DuplicatePullRequest(Exception):
     """An open pull request already has this head; GitHub refuses a second one."""
 
@@ -548,10 +559,7 @@ class SandboxState:
 
     def role_of(self, repository: Repository, login: str) -> Role | None:
         """The user's role: the owning user is admin; collaborators have theirs; others none."""
-        if repository.owner.type == "User" and repository.owner.login.lower() == login.lower():
-            return "admin"
-        entry = repository.collaborators.get(login.lower())
-        return entry[1] if entry else None
+        return role_in(repository, login)
 
     def touch(self, repository: Repository, *, pushed: bool = False) -> None:
         now = self.now()

@@ -486,6 +486,15 @@ REST = "https://docs.github.com/en/rest"
 # Every route the sandbox may serve, with the docs.github.com page that documents it.
 DOCUMENTED_ROUTES = {
     ("GET", "/users/{username}"): f"{REST}/users/users#get-a-user",
+    ("GET", "/user"): f"{REST}/users/users#get-the-authenticated-user",
+    (
+        "GET",
+        "/user/installations",
+    ): f"{REST}/apps/installations#list-app-installations-accessible-to-the-user-access-token",
+    (
+        "GET",
+        "/user/installations/{installation_id}/repositories",
+    ): f"{REST}/apps/installations#list-repositories-accessible-to-the-user-access-token",
     ("GET", "/app"): f"{REST}/apps/apps#get-the-authenticated-app",
     ("GET", "/app/installations"): f"{REST}/apps/apps#list-installations-for-the-authenticated-app",
     ("GET", "/app/installations/{installation_id}"): f"{REST}/apps/apps#get-an-installation-for-the-authenticated-app",
