@@ -9,6 +9,9 @@
 - `remove_worktree_file(root, relative)`: remove it, never through a link.
 - `private_dir(path)` creates the folders of `path` that are missing 0700; `write_private(path,
   text)` writes a file 0600; `create_private_file(path)` makes an empty one 0600 if absent.
+- `read_transcript(workdir, recorded)`: a session's transcript as its row records it (the dashboard
+  reads it), only when that path is a `.jsonl` under `<workdir>/transcripts/` as written (no `..`),
+  reached without following a link; its first `max_bytes` and whether it goes on past them.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ __all__ = [
     "WorktreeFileError",
     "create_private_file",
     "private_dir",
+    "read_transcript",
     "read_worktree_file",
     "remove_worktree_file",
     "write_private",
@@ -42,6 +46,10 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 class WorktreeFileError(Exception):
     """A file lanebot reads as data is not a regular file inside the worktree."""
+
+
+class TranscriptRefused(WorktreeFileError):
+    """A recorded transcript path is not one lanebot reads: outside `<workdir>/transcripts`, or not a file there."""
 
 
 def _parts(relative: str) -> list[str]:
@@ -180,3 +188,54 @@ def create_private_file(path: Path) -> None:
     private_dir(path.parent)
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o600))
+
+
+MAX_TRANSCRIPT_READ_BYTES = 4 * 1024 * 1024
+TRANSCRIPTS_FOLDER = "transcripts"
+
+
+def read_transcript(
+    workdir: Path, recorded: str, *, max_bytes: int = MAX_TRANSCRIPT_READ_BYTES
+) -> tuple[bytes, bool] | None:
+    """The first `max_bytes` of the transcript at `recorded` and whether the file goes on past them;
+    None when it does not exist (on this host). Raises `TranscriptRefused` for a path that is not a
+    `.jsonl` under `<workdir>/transcripts/` as written (absolute, no `..`), or that reaches a link, a
+    FIFO or a folder on its way; the message never names where a link points."""
+    path = PurePosixPath(recorded)
+    root = PurePosixPath(os.fspath(workdir)) / TRANSCRIPTS_FOLDER
+    try:
+        relative = path.relative_to(root)
+    except ValueError:
+        raise TranscriptRefused("the transcript's recorded path is not under this host's LANEBOT_WORKDIR") from None
+    parts = list(relative.parts)
+    if not path.is_absolute() or not parts or ".." in parts or not parts[-1].endswith(".jsonl"):
+        raise TranscriptRefused("the transcript's recorded path is not a .jsonl file under LANEBOT_WORKDIR/transcripts")
+    try:
+        current = os.open(workdir / TRANSCRIPTS_FOLDER, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise TranscriptRefused("LANEBOT_WORKDIR/transcripts is a link or not a folder") from error
+    try:
+        for name in parts[:-1]:
+            try:
+                following = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=current)
+            except FileNotFoundError:
+                return None
+            except OSError as error:
+                raise TranscriptRefused(f"`{name}` on the transcript's path is a link or not a folder") from error
+            os.close(current)
+            current = following
+        try:
+            descriptor = os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC, dir_fd=current)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise TranscriptRefused("the transcript is a link or cannot be opened as a regular file") from error
+        with os.fdopen(descriptor, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise TranscriptRefused("the transcript is not a regular file")
+            data = handle.read(max_bytes + 1)
+        return data[:max_bytes], len(data) > max_bytes
+    finally:
+        os.close(current)

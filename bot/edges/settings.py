@@ -100,6 +100,14 @@ class Settings:
     broker_url: str = field(default="", repr=False)
     # How long a worker's lease on a job lasts unrenewed before its job is taken over (LANEBOT_LEASE_TTL).
     lease_ttl: float = 60.0
+    # The App's OAuth client (GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET; `lanebot setup` writes both): the
+    # dashboard's Sign in with GitHub. Without them the dashboard is off (its pages answer 404 saying so).
+    github_client_id: str = ""
+    github_client_secret: str = field(default="", repr=False)
+    # Where people reach this lanebot (LANEBOT_PUBLIC_URL, e.g. https://lanebot.example.com): the dashboard's
+    # OAuth callback is built on it, and its cookie is Secure when it is https. Empty: GitHub uses the App's
+    # callback URL, and the cookie is Secure when the request came over https.
+    public_url: str = ""
 
     @classmethod
     def load(
@@ -141,6 +149,8 @@ class Settings:
             replay_window=reader.seconds("LANEBOT_REPLAY_WINDOW", 86400.0, zero=True),
             broker_url=_broker_url(reader),
             lease_ttl=reader.seconds("LANEBOT_LEASE_TTL", 60.0),
+            **_oauth_client(reader),
+            public_url=_public_url(reader),
         )
         if problems:
             raise SettingsError(problems)
@@ -401,5 +411,31 @@ def _broker_url(reader: _Reader) -> str:
         reader.problem(
             name, f"{name} must be a Redis or RabbitMQ URL such as redis://127.0.0.1:6379/0 or amqp://host:5672//"
         )
+        return ""
+    return value
+
+
+def _oauth_client(reader: _Reader) -> dict[str, str]:
+    """GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET, both or neither (the dashboard's sign-in needs both)."""
+    client_id, secret = reader.get("GITHUB_CLIENT_ID", ""), reader.get("GITHUB_CLIENT_SECRET", "")
+    if bool(client_id) != bool(secret):
+        missing = "GITHUB_CLIENT_SECRET" if client_id else "GITHUB_CLIENT_ID"
+        reader.problem(
+            missing,
+            f"{missing} is missing: GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET (the App's OAuth client, on its "
+            "settings page) turn the dashboard on together; set both or neither",
+        )
+        return {"github_client_id": "", "github_client_secret": ""}
+    return {"github_client_id": client_id, "github_client_secret": secret}
+
+
+def _public_url(reader: _Reader) -> str:
+    """LANEBOT_PUBLIC_URL: an http(s) URL with a host and no query, or nothing."""
+    name = "LANEBOT_PUBLIC_URL"
+    value = reader.get(name, "").rstrip("/")
+    if not value:
+        return ""
+    if not re.fullmatch(r"https?://[^/?#\s]+(?:/[^?#\s]*)?", value):
+        reader.problem(name, f"{name} must be an http(s) URL such as https://lanebot.example.com, not {value!r}")
         return ""
     return value

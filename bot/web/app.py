@@ -14,6 +14,8 @@ App itself never serves them (they show its App id and its .env's path to whoeve
 `/healthz` writes to the database (one row, changed to itself) so that a database that can be
 read but not written (read-only, disk full, locked) answers 503, as deliveries would fail.
 `/metrics` is Prometheus's text format (bot/web/metrics.py), with nothing secret in it.
+`/dashboard` is the read-only dashboard behind Sign in with GitHub (bot/web/dashboard), off (404,
+saying which settings turn it on) without GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from bot.edges.store.approvers import DatabasePins
 from bot.runner.jobs import Jobs
 from bot.web import intake as webhooks
 from bot.web import registration as setup
+from bot.web.dashboard import GitHubUsers, dashboard_routes
 from bot.web.dispatcher import Dispatcher, HandlerContext
 from bot.web.metrics import ServeMetrics
 from bot.web.recovery import DeliveryRecovery
@@ -59,8 +62,10 @@ def create_app(
     engine: Engine | None = None,
     github: GitHubApp | None = None,
     router: routing.Router | None = None,
+    github_users: GitHubUsers | None = None,
 ) -> Starlette:
-    """The lanebot web app for `settings`; `engine`, `github` and `router` replace the defaults."""
+    """The lanebot web app for `settings`; `engine`, `github`, `router` and `github_users` (the
+    dashboard's seam to GitHub's OAuth and user API) replace the defaults."""
     owns_engine = engine is None
     engine = engine if engine is not None else db.make_engine(settings.database_url)
     owns_github = github is None
@@ -114,6 +119,7 @@ def create_app(
         Route(settings.webhook_path, endpoint, methods=["POST"]),
         Route("/healthz", _health_endpoint(engine), methods=["GET"]),
         Route("/metrics", metrics.endpoint(), methods=["GET"]),
+        *dashboard_routes(settings, engine, users=github_users),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.settings = settings

@@ -6,7 +6,9 @@ GitHub's App-creation form. Only `lanebot setup` serves these pages; the running
 sends the browser back to `GET /setup/callback?code=&state=`; lanebot checks the state it set
 in a signed, short-lived cookie, exchanges the code for the App's credentials
 (`POST /app-manifests/{code}/conversions`) and writes APP_ID, PRIVATE_KEY and WEBHOOK_SECRET to
-`.env`, then sends the browser to the App's installation page.
+`.env`, and the App's OAuth client (GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET: the dashboard's Sign in
+with GitHub, whose callback the manifest registers as `<public_url>/dashboard/oauth/callback`), then
+sends the browser to the App's installation page.
 
 The code is exchanged only once lanebot is going to write: GitHub shows the private key once,
 so a refusal (existing values in `.env`, not confirmed with `force=1`) happens before the
@@ -39,6 +41,7 @@ from starlette.routing import Route
 
 from bot.edges.github.client import convert_manifest
 from bot.edges.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, parse_env_text
+from bot.render.dashboard.links import web_url_for_api
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,9 @@ MANIFEST_PATH = Path(__file__).resolve().parents[2] / "app.yml"
 CALLBACK_PATH = "/setup/callback"
 STATE_COOKIE = "lanebot_setup_state"
 STATE_LIFETIME_SECONDS = 3600  # GitHub's manifest code is valid for one hour
-CREDENTIAL_KEYS = ("APP_ID", "PRIVATE_KEY", "WEBHOOK_SECRET")
+CREDENTIAL_KEYS = ("APP_ID", "PRIVATE_KEY", "WEBHOOK_SECRET", "GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET")
+# Where GitHub sends a person back after Sign in with GitHub (bot/web/dashboard), registered in the manifest.
+OAUTH_CALLBACK_PATH = "/dashboard/oauth/callback"
 # A key file setting would shadow or contradict the new PRIVATE_KEY, so it is replaced too.
 REPLACED_KEYS = CREDENTIAL_KEYS + ("PRIVATE_KEY_PATH",)
 _ORG = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
@@ -70,16 +75,6 @@ class SetupError(Exception):
 # -- pure: URLs, the manifest, the state, .env text ----------------------------------------
 
 
-def web_host(api_url: str) -> str:
-    """GitHub's web address for an API address: github.com, a GHES host, or the URL's origin."""
-    parsed = urllib.parse.urlsplit(api_url.rstrip("/"))
-    if parsed.netloc == "api.github.com":
-        return f"{parsed.scheme}://github.com"
-    if parsed.netloc.startswith("api.") and parsed.netloc.endswith(".ghe.com"):
-        return f"{parsed.scheme}://{parsed.netloc[len('api.') :]}"
-    return f"{parsed.scheme}://{parsed.netloc}"
-
-
 def creation_url(web: str, org: str | None, state: str) -> str:
     """Where the manifest form posts: the personal or the organisation App-creation form."""
     query = urllib.parse.urlencode({"state": state})
@@ -94,6 +89,7 @@ def fill_manifest(manifest: dict[str, Any], base_url: str, webhook_path: str) ->
     filled = dict(manifest)
     filled["hook_attributes"] = {**(manifest.get("hook_attributes") or {}), "url": base + webhook_path}
     filled["redirect_url"] = base + CALLBACK_PATH
+    filled["callback_urls"] = [base + OAUTH_CALLBACK_PATH]
     return filled
 
 
@@ -189,10 +185,14 @@ def _logical_lines(text: str) -> list[str]:
 
 
 def credentials_from_conversion(conversion: dict[str, Any]) -> dict[str, str]:
-    """The settings GitHub's manifest conversion gives: APP_ID, PRIVATE_KEY, WEBHOOK_SECRET."""
+    """The settings GitHub's manifest conversion gives: APP_ID, PRIVATE_KEY, WEBHOOK_SECRET and the
+    OAuth client, GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET (both, or neither: the dashboard needs both)."""
     values = {"APP_ID": str(conversion["id"]), "PRIVATE_KEY": conversion["pem"]}
     if conversion.get("webhook_secret"):
         values["WEBHOOK_SECRET"] = conversion["webhook_secret"]
+    if conversion.get("client_id") and conversion.get("client_secret"):
+        values["GITHUB_CLIENT_ID"] = str(conversion["client_id"])
+        values["GITHUB_CLIENT_SECRET"] = str(conversion["client_secret"])
     return values
 
 
@@ -297,7 +297,7 @@ def _render_setup_page(request: Request, config: SetupConfig) -> Response:
     state, cookie = config.state_signer.issue(config.clock())
     page = _templates.get_template("setup.html").render(
         manifest_json=json.dumps(manifest, indent=2),
-        action=creation_url(web_host(config.github_api_url), org, state),
+        action=creation_url(web_url_for_api(config.github_api_url), org, state),
         org=org,
         app_name=manifest["name"],
         webhook_url=manifest["hook_attributes"]["url"],

@@ -15,6 +15,7 @@ import respx
 from starlette.applications import Starlette
 
 from bot.edges.settings import Settings, parse_env_text
+from bot.render.dashboard.links import web_url_for_api
 from bot.web import registration as setup
 from bot.web.app import create_app, create_setup_app
 from tests.app_helpers import make_settings, private_key_pem, running
@@ -81,10 +82,10 @@ def setup_app(env_path):
 
 
 def test_githubs_web_address_is_derived_from_the_api_address():
-    assert setup.web_host("https://api.github.com") == "https://github.com"
-    assert setup.web_host("https://ghe.example.com/api/v3") == "https://ghe.example.com"
-    assert setup.web_host("https://api.acme.ghe.com") == "https://acme.ghe.com"
-    assert setup.web_host("http://127.0.0.1:8765/") == "http://127.0.0.1:8765"
+    assert web_url_for_api("https://api.github.com") == "https://github.com"
+    assert web_url_for_api("https://ghe.example.com/api/v3") == "https://ghe.example.com"
+    assert web_url_for_api("https://api.acme.ghe.com") == "https://acme.ghe.com"
+    assert web_url_for_api("http://127.0.0.1:8765/") == "http://127.0.0.1:8765"
 
 
 async def test_the_page_posts_app_yml_with_urls_of_the_configured_public_address(setup_app):

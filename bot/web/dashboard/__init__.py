@@ -1,0 +1,38 @@
+"""The dashboard: every run a signed-in person may see, its unit graph and its lanes, in a browser.
+Read-only, served by `lanebot serve` under /dashboard, pages that work without JavaScript.
+
+- `GET /dashboard`: the runs of the repositories the person can read, newest first; `?repository=`
+  and `?state=` filter them.
+- `GET /dashboard/runs/{id}`: the unit graph as SVG drawn on the server (bot.render.dashboard), the
+  lanes' timeline (each attempt, its check, its merge), the wall-clock beside the sum of the attempts
+  and the plan's estimates, the other sessions, the run's event log, links to GitHub.
+- `GET /dashboard/runs/{id}/lanes/{unit}/attempts/{n}`: the attempt's transcript read for people,
+  its check's outcome, the host that ran it.
+- `GET /dashboard/login`, `GET /dashboard/oauth/callback`, `POST /dashboard/logout`: Sign in with
+  GitHub, the App's OAuth client in GitHub's web flow (bot/web/dashboard/github.py).
+
+Access: a person sees the runs of the repositories GitHub lists for them through the App's
+installations (`GET /user/installations/{id}/repositories`), asked at sign-in and again after five
+minutes (bot/web/dashboard/session.py); any other run, lane or attempt answers 404, as one that does
+not exist. Without GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET the dashboard is off: its pages answer
+404 saying which settings turn it on.
+
+Every response under /dashboard carries a strict Content-Security-Policy (nothing but this origin's
+stylesheet and images; no script, no frame, forms only to this origin), `X-Content-Type-Options:
+nosniff`, `Referrer-Policy: no-referrer` and `X-Frame-Options: DENY`. Its one stylesheet ships in the
+package (bot/web/dashboard/static/) and is served from /dashboard/static/.
+"""
+
+from bot.web.dashboard.github import GitHubUser, GitHubUsers, HttpGitHubUsers, SignInFailed, TokenRejected
+from bot.web.dashboard.pages import SECURITY_HEADERS, Dashboard, dashboard_routes
+
+__all__ = [
+    "SECURITY_HEADERS",
+    "Dashboard",
+    "GitHubUser",
+    "GitHubUsers",
+    "HttpGitHubUsers",
+    "SignInFailed",
+    "TokenRejected",
+    "dashboard_routes",
+]
