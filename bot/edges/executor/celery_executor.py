@@ -214,13 +214,14 @@ class CeleryExecutor:
         return self._generations[run_id]
 
     async def wait(self, run_id: int, after: int, timeout: float) -> None:
+        """Also returns once a job of any run has ended: the caps are shared by every run (counted
+        in the database), so a run waiting for room may start lanes now."""
         event = self._changed[run_id]
-        while self._generations[run_id] <= after:
-            event.clear()
-            try:
-                await asyncio.wait_for(event.wait(), timeout)
-            except TimeoutError:
-                return
+        event.clear()
+        if self._generations[run_id] > after:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
 
     def active(self, run_id: int) -> tuple[Job, ...]:
         return tuple(job for job, task in self._tasks.values() if job.run_id == run_id and not task.done())
@@ -278,7 +279,8 @@ class CeleryExecutor:
         finally:
             self._tasks.pop(job.key, None)
             self._generations[job.run_id] += 1
-            self._changed[job.run_id].set()
+            for changed in self._changed.values():  # every run: a slot may have come free for it
+                changed.set()
 
     async def _remote(self, job: Job) -> None:
         """Send the job and wait for its end. Its worker may die meanwhile: once its lease has
