@@ -50,6 +50,10 @@ class Stack:
     # A shell command that starts `lanebot serve` instead of the default (it gets PORT in its
     # environment, and `lanebot` on PATH): the README's, as written, in its test.
     serve_command: str = ""
+    # Turn the dashboard on: lanebot gets the sandbox App's OAuth client (GITHUB_CLIENT_ID and
+    # GITHUB_CLIENT_SECRET, from `GET /_sandbox/app`) and LANEBOT_PUBLIC_URL, and the App's callback
+    # URL is lanebot's /dashboard/oauth/callback, as `lanebot setup` would leave them.
+    dashboard: bool = False
     sandbox_url: str = ""
     lanebot_url: str = ""
     human: HumanClient | None = None
@@ -97,6 +101,15 @@ class Stack:
         self._lanebot_port = free_port()
         self.lanebot_url = f"http://127.0.0.1:{self._lanebot_port}"
         human.set_webhook(f"{self.lanebot_url}/api/github/webhooks")
+        if self.dashboard:
+            app = human.set_callback_urls([f"{self.lanebot_url}/dashboard/oauth/callback"])
+            self.lanebot_env.update(
+                {
+                    "GITHUB_CLIENT_ID": app["client_id"],
+                    "GITHUB_CLIENT_SECRET": app["client_secret"],
+                    "LANEBOT_PUBLIC_URL": self.lanebot_url,
+                }
+            )
         self.start_lanebot()
         return self
 
@@ -290,6 +303,7 @@ class Stack:
         config: str | None,
         source: Path = SAMPLE_PROJECT,
         maintainers: tuple[str, ...] = ("maintainer",),
+        private: bool = False,
     ) -> dict[str, Any]:
         """A repository from `source` (with `config` as its .github/lanebot.yml), the App installed."""
         folder = self.root / "sources" / full_name.replace("/", "__")
@@ -298,7 +312,7 @@ class Stack:
             (folder / ".github").mkdir(exist_ok=True)
             (folder / ".github" / "lanebot.yml").write_text(config)
         assert self.human is not None, "start() the stack first"
-        repository = self.human.create_repository(full_name, folder, private=False)
+        repository = self.human.create_repository(full_name, folder, private=private)
         for login in maintainers:
             self.human.add_collaborator(full_name, login, "maintain")
         return repository

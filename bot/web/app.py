@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import signal
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -83,8 +85,13 @@ def create_app(
         DeliveryRecovery(github, engine, interval=settings.recover_interval) if settings.recover_deliveries else None
     )
 
+    # Set when the server is told to stop (SIGTERM, SIGINT): the dashboard's event streams end, as
+    # uvicorn waits for open responses before it shuts the app down.
+    closing = threading.Event()
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        restore = _on_termination(closing.set)
         await to_thread.run_sync(db.migrate, engine)
         await jobs.resume()
         dispatcher.start()
@@ -104,6 +111,7 @@ def create_app(
                 await github.aclose()
             if owns_engine:
                 engine.dispose()
+            restore()
 
     recent = webhooks.RecentBodies(window_seconds=settings.replay_window)
     metrics = ServeMetrics(engine, github)
@@ -119,10 +127,11 @@ def create_app(
         Route(settings.webhook_path, endpoint, methods=["POST"]),
         Route("/healthz", _health_endpoint(engine), methods=["GET"]),
         Route("/metrics", metrics.endpoint(), methods=["GET"]),
-        *dashboard_routes(settings, engine, users=github_users),
+        *dashboard_routes(settings, engine, users=github_users, closing=closing),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.settings = settings
+    app.state.closing = closing
     app.state.engine = engine
     app.state.github = github
     app.state.dispatcher = dispatcher
@@ -186,3 +195,31 @@ def __getattr__(name: str) -> Any:
         globals()["app"] = application
         return application
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _on_termination(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call `callback` too when SIGTERM or SIGINT arrives, before the handler already there (uvicorn's,
+    which starts its graceful shutdown); gives back the function that puts the handlers back. Only the
+    main thread may set handlers: elsewhere (a test's client) nothing is changed."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    # Only onto a handler someone installed (uvicorn's): the defaults are left as they are.
+    previous: dict[int, Callable[[int, Any], Any]] = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        installed = signal.getsignal(sig)
+        if callable(installed):
+            previous[int(sig)] = installed
+
+    def handler(sig: int, frame: Any) -> None:
+        callback()
+        previous[sig](sig, frame)
+
+    for number in previous:
+        signal.signal(number, handler)
+
+    def restore() -> None:
+        for number, before in previous.items():
+            if signal.getsignal(number) is handler:
+                signal.signal(number, before)
+
+    return restore

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -70,7 +71,8 @@ __all__ = [
 
 TASK_NAME = "lanebot.perform"
 QUEUE = "lanebot"
-POLL_S = 0.5  # how often the poller looks at the results of the jobs sent
+POLL_S = 0.1  # how often the poller looks at the results of the jobs sent (each hop of a run waits for it)
+INSTANCE_CHECK_S = 1.0  # how often the poller asks a Redis broker whether it restarted
 LEASE_CHECK_S = 2.0  # how often a job waited for has its lease looked at
 CANCEL_WAIT_S = 60.0  # the longest cancel_run waits for a cancelled run's jobs to end on their workers
 # Redis hands an unacknowledged task to another worker after this long; a job must end before it
@@ -182,6 +184,7 @@ class CeleryExecutor:
         self._outages = 0  # times the broker came back after the poller lost it, or restarted
         self._redis_instance: str | None = None
         self._declared = 0  # the outage count when the queue was last declared by this process
+        self._next_instance_check = 0.0
 
     def __repr__(self) -> str:
         return f"CeleryExecutor(jobs={len(self._tasks)}, sent={len(self._sent)})"
@@ -379,7 +382,9 @@ class CeleryExecutor:
             pending = {task_id: result for task_id, (_, result, done) in self._sent.items() if not done.done()}
             try:
                 states = await self._call(_ready_metas, pending)
-                self._note_broker(await self._call(_redis_instance, self._app))
+                if time.monotonic() >= self._next_instance_check:
+                    self._next_instance_check = time.monotonic() + INSTANCE_CHECK_S
+                    self._note_broker(await self._call(_redis_instance, self._app))
             except Exception:
                 if not self._broker_down:
                     log.warning("could not read the results of %d job(s); trying again", len(pending), exc_info=True)

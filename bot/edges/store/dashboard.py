@@ -8,8 +8,10 @@ and is NULL when every session's is, which the dashboard shows as "not recorded"
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import case, func, select
 from sqlalchemy.engine import Engine
@@ -17,14 +19,15 @@ from sqlmodel import col
 from sqlmodel import select as model_select
 
 from bot.edges.store.db import session
-from bot.edges.store.models import AgentSession, Lane, Run
+from bot.edges.store.models import AgentSession, Lane, Run, RunEvent
 
-__all__ = ["DEFAULT_LIMIT", "RunListing", "list_runs", "repositories_with_runs"]
+__all__ = ["DEFAULT_LIMIT", "RunListing", "list_runs", "repositories_with_runs", "run_version", "runs_version"]
 
 DEFAULT_LIMIT = 200
 _LANES = Lane.__table__  # type: ignore[attr-defined]
 _SESSIONS = AgentSession.__table__  # type: ignore[attr-defined]
 _RUNS = Run.__table__  # type: ignore[attr-defined]
+_EVENTS = RunEvent.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -114,3 +117,76 @@ def _session_totals(
             )
             for row in connection.execute(query)
         }
+
+
+def _digest(rows: Any) -> str:
+    return hashlib.sha256(repr(rows).encode("utf-8")).hexdigest()[:32]
+
+
+def run_version(engine: Engine, run_id: int) -> str | None:
+    """A digest of what a run's page shows (the run, its lanes, its sessions, how many events it
+    has): it changes when the page would; None when there is no such run."""
+    runs = _RUNS.c
+    lanes = _LANES.c
+    sessions = _SESSIONS.c
+    with engine.connect() as connection:
+        run = connection.execute(
+            select(
+                runs.state, runs.updated_at, runs.pr_number, runs.plan_revision, runs.approved_revision, runs.error
+            ).where(runs.id == run_id)
+        ).first()
+        if run is None:
+            return None
+        lane_rows = connection.execute(
+            select(
+                lanes.id,
+                lanes.state,
+                lanes.attempts_used,
+                lanes.check_run_id,
+                lanes.started_at,
+                lanes.finished_at,
+                lanes.merged_at,
+                lanes.failure,
+            )
+            .where(lanes.run_id == run_id)
+            .order_by(lanes.id)
+        ).all()
+        session_rows = connection.execute(
+            select(
+                sessions.id,
+                sessions.status,
+                sessions.host,
+                sessions.ended_at,
+                sessions.input_tokens,
+                sessions.output_tokens,
+                sessions.cost_usd,
+            )
+            .where(sessions.run_id == run_id)
+            .order_by(sessions.id)
+        ).all()
+        events = connection.execute(
+            select(func.count(), func.max(_EVENTS.c.id)).where(_EVENTS.c.run_id == run_id)
+        ).first()
+    return _digest((tuple(run), [tuple(r) for r in lane_rows], [tuple(r) for r in session_rows], tuple(events or ())))
+
+
+def runs_version(engine: Engine, repositories: Collection[str]) -> str:
+    """A digest of the runs list of `repositories` (every run's state and counts): it changes when
+    the list would."""
+    return _digest(
+        [
+            (
+                found.run.id,
+                found.run.state,
+                found.run.updated_at,
+                found.run.pr_number,
+                found.lanes_total,
+                found.lanes_merged,
+                found.sessions,
+                found.input_tokens,
+                found.output_tokens,
+                found.cost_usd,
+            )
+            for found in list_runs(engine, repositories)
+        ]
+    )

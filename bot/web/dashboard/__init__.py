@@ -10,6 +10,15 @@ Read-only, served by `lanebot serve` under /dashboard, pages that work without J
   its check's outcome, the host that ran it.
 - `GET /dashboard/login`, `GET /dashboard/oauth/callback`, `POST /dashboard/logout`: Sign in with
   GitHub, the App's OAuth client in GitHub's web flow (bot/web/dashboard/github.py).
+- `GET /dashboard/events?run={id}` (a run's page) and `GET /dashboard/events` (the runs list):
+  server-sent events. Each stream asks the database every second for a digest of what its page
+  shows (bot.edges.store.dashboard) and sends `event: change` when it starts and whenever that
+  changed (`gone` when the run no longer exists; a comment line every 15 s of quiet). Access is
+  checked as for the pages (401 when not signed in, 404 for a run the person cannot read); a stream
+  ends when the client goes, when the server is stopping, and after five minutes, when the browser
+  connects again (`retry`) and access is checked anew. The pages load one script,
+  /dashboard/static/live.js: on each `change` it fetches the page again and replaces the parts
+  marked `data-live`. Without JavaScript the pages show the state at load time.
 
 Access: a person sees the runs of the repositories GitHub lists for them through the App's
 installations (`GET /user/installations/{id}/repositories`), asked at sign-in and again after five
@@ -18,9 +27,10 @@ not exist. Without GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET the dashboard is of
 404 saying which settings turn it on.
 
 Every response under /dashboard carries a strict Content-Security-Policy (nothing but this origin's
-stylesheet and images; no script, no frame, forms only to this origin), `X-Content-Type-Options:
-nosniff`, `Referrer-Policy: no-referrer` and `X-Frame-Options: DENY`. Its one stylesheet ships in the
-package (bot/web/dashboard/static/) and is served from /dashboard/static/.
+stylesheet, images and script, and the script's event stream and fetches; no inline script or
+style, no eval, no frame, forms only to this origin), `X-Content-Type-Options: nosniff`,
+`Referrer-Policy: no-referrer` and `X-Frame-Options: DENY`. Its one stylesheet ships in the
+package (bot/web/dashboard/static/) and is served from /dashboard/static/, as is live.js.
 """
 
 from bot.web.dashboard.github import GitHubUser, GitHubUsers, HttpGitHubUsers, SignInFailed, TokenRejected

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hmac
 import logging
 import re
 import secrets
+import threading
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +22,7 @@ from markupsafe import Markup
 from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from bot.edges.files import TranscriptRefused, read_transcript
@@ -37,6 +39,7 @@ from bot.runner.sessions import host_name
 from bot.web.dashboard import views
 from bot.web.dashboard.github import GitHubUsers, HttpGitHubUsers, SignInFailed, TokenRejected
 from bot.web.dashboard.session import (
+    ACCESS_TTL_SECONDS,
     COOKIE_NAME,
     COOKIE_PATH,
     LOGIN_SECONDS,
@@ -51,7 +54,8 @@ log = logging.getLogger(__name__)
 CALLBACK_PATH = "/dashboard/oauth/callback"
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; img-src 'self' data:; style-src 'self'; form-action 'self'; "
+        "default-src 'none'; script-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'; "
+        "form-action 'self'; "
         "frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -60,9 +64,14 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 _STATIC = Path(__file__).resolve().parent / "static"
-_STATIC_FILES = {"dashboard.css": "text/css; charset=utf-8"}
+_STATIC_FILES = {"dashboard.css": "text/css; charset=utf-8", "live.js": "text/javascript; charset=utf-8"}
+EVENTS_PATH = "/dashboard/events"
+# How long the browser waits before it connects again when a stream ends (EventSource's `retry`).
+RETRY_MS = 2000
+KEEPALIVE_SECONDS = 15.0
 _CODE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 _NEXT = re.compile(r"/dashboard(?:/[A-Za-z0-9._~/-]*)?(?:\?[A-Za-z0-9._~=&%+-]*)?")
+_RUN_ID = re.compile(r"[0-9]{1,18}")
 _UNIT = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 
 _templates = jinja2.Environment(
@@ -93,6 +102,12 @@ class Dashboard:
     users: GitHubUsers | None  # None: the dashboard is off (no OAuth client in the settings)
     clock: Callable[[], float] = time.time
     access: AccessCache = field(default_factory=AccessCache)
+    # Live updates: how often a stream asks the database whether its page changed, and how long one
+    # stream lasts (the browser connects again, and the person's access is checked again).
+    poll_seconds: float = 1.0
+    stream_seconds: float = ACCESS_TTL_SECONDS
+    # Set when the server is stopping: every stream ends at its next poll.
+    closing: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self.sealer = CookieSealer(session_key(self.settings.webhook_secret, self.settings.github_client_secret))
@@ -114,6 +129,7 @@ class Dashboard:
     def page(
         self, name: str, request: Request, *, status: int = 200, person: Person | None = None, **context: Any
     ) -> Response:
+        context.setdefault("live", None)
         html = _templates.get_template(name).render(person=person, path=request.url.path, **context)
         return HTMLResponse(html, status_code=status)
 
@@ -194,6 +210,7 @@ class Dashboard:
             chosen_repository=repository or "",
             chosen_state=state or "",
             web_url=self.web_url,
+            live=EVENTS_PATH,
         )
 
     async def run_page(self, request: Request) -> Response:
@@ -232,6 +249,7 @@ class Dashboard:
             timing=views.timing(graph, lanes, sessions, now),
             sessions=views.session_views(sessions, now),
             events=views.event_views(events),
+            live=f"{EVENTS_PATH}?run={run.id}",
         )
 
     async def attempt_page(self, request: Request) -> Response:
@@ -289,6 +307,58 @@ class Dashboard:
             return None, "The transcript is not on this host (it was removed, or never written)."
         data, cut = read
         return await run_in_threadpool(functools.partial(parse_transcript, data, cut=cut)), None
+
+    # -- live updates ----------------------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        """Server-sent events for a page: `?run=<id>` for a run's page, nothing for the runs list. An
+        event `change` (its data a digest of the page's rows) when the stream starts and whenever what
+        the page shows changed; `gone` when the run no longer exists. Access is checked as the pages
+        check it; a stream ends after `stream_seconds` and the browser connects again (`retry`)."""
+        person = await self.person(request)
+        if isinstance(person, Response):
+            if person.status_code in (302, 303):  # an EventSource cannot sign in: say so, plainly
+                refused = PlainTextResponse("Sign in again.", status_code=401)
+                if "set-cookie" in person.headers:
+                    refused.headers["set-cookie"] = person.headers["set-cookie"]
+                return refused
+            return person
+        raw = request.query_params.get("run")
+        version: Callable[[], str | None]
+        if raw is None:
+            repositories = person.repositories
+            version = functools.partial(listing.runs_version, self.engine, repositories)
+        else:
+            run = await run_in_threadpool(store.get_run, self.engine, int(raw)) if _RUN_ID.fullmatch(raw) else None
+            if run is None or run.id is None or not person.may_read(run.repository):
+                return self.not_found(request, person)
+            version = functools.partial(listing.run_version, self.engine, run.id)
+        return StreamingResponse(
+            self._stream(request, version),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def _stream(self, request: Request, version: Callable[[], str | None]) -> AsyncIterator[str]:
+        yield f"retry: {RETRY_MS}\n\n"
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + self.stream_seconds
+        last: str | None = None
+        quiet_since = loop.time()
+        while loop.time() < ends and not self.closing.is_set():
+            if await request.is_disconnected():
+                return
+            current = await run_in_threadpool(version)
+            if current is None:
+                yield "event: gone\ndata: \n\n"
+                return
+            if current != last:
+                last, quiet_since = current, loop.time()
+                yield f"event: change\ndata: {current}\n\n"
+            elif loop.time() - quiet_since >= KEEPALIVE_SECONDS:
+                quiet_since = loop.time()
+                yield ": still here\n\n"
+            await asyncio.sleep(self.poll_seconds)
 
     # -- signing in and out ----------------------------------------------------------------
 
@@ -409,9 +479,14 @@ def dashboard_routes(
     *,
     users: GitHubUsers | None = None,
     clock: Callable[[], float] = time.time,
+    poll_seconds: float = 1.0,
+    stream_seconds: float = ACCESS_TTL_SECONDS,
+    closing: threading.Event | None = None,
 ) -> list[Route]:
-    """The /dashboard routes; `users` replaces the HTTP client of GitHub's OAuth and user API. Without
-    GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET every page but the stylesheet says the dashboard is off."""
+    """The /dashboard routes; `users` replaces the HTTP client of GitHub's OAuth and user API;
+    `poll_seconds` and `stream_seconds` time the live updates, which end when `closing` is set
+    (`Dashboard`). Without GITHUB_CLIENT_ID
+    and GITHUB_CLIENT_SECRET every page but the static files says the dashboard is off."""
     enabled = bool(settings.github_client_id and settings.github_client_secret)
     if enabled and users is None:
         users = HttpGitHubUsers(
@@ -420,7 +495,15 @@ def dashboard_routes(
             client_id=settings.github_client_id,
             client_secret=settings.github_client_secret,
         )
-    dashboard = Dashboard(settings, engine, users if enabled else None, clock=clock)
+    dashboard = Dashboard(
+        settings,
+        engine,
+        users if enabled else None,
+        clock=clock,
+        poll_seconds=poll_seconds,
+        stream_seconds=stream_seconds,
+        closing=closing or threading.Event(),
+    )
     static = Route("/dashboard/static/{name}", _secured(dashboard.static), methods=["GET"])
     if not enabled:
         return [static, Route("/dashboard{rest:path}", _secured(dashboard.off), methods=["GET", "POST"])]
@@ -430,6 +513,7 @@ def dashboard_routes(
         ("/dashboard/login", dashboard.login, ["GET"]),
         (CALLBACK_PATH, dashboard.callback, ["GET"]),
         ("/dashboard/logout", dashboard.logout, ["POST"]),
+        (EVENTS_PATH, dashboard.events, ["GET"]),
         ("/dashboard/runs/{run_id:int}", dashboard.run_page, ["GET"]),
         ("/dashboard/runs/{run_id:int}/lanes/{unit}/attempts/{attempt:int}", dashboard.attempt_page, ["GET"]),
     ]
