@@ -37,3 +37,19 @@ def test_the_readme_tries_it_with_the_demo_command_the_end_to_end_test_runs() ->
 
     assert "lanebot demo --agent claude" in agent_section()
     assert 'cli_main(["demo", "--agent", "claude", "--dir"' in test
+
+
+def dashboard_section() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("### The dashboard")
+    return readme[start : readme.index("\n## ", start + 1)]
+
+
+def test_the_dashboard_section_shows_the_screenshots_with_the_command_that_wrote_them() -> None:
+    section = dashboard_section()
+
+    assert "lanebot demo --screenshots docs/screenshots\n" in section
+    for name in ("runs.png", "run.png"):
+        assert f"](docs/screenshots/{name})" in section
+        assert (ROOT / "docs" / "screenshots" / name).read_bytes().startswith(b"\x89PNG")
+    assert "lanebot demo --keep" in section

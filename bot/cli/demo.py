@@ -14,7 +14,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo = subparsers.add_parser(
         "demo", help="run one issue from label to pull request against a local sandbox GitHub (no account, no model)"
     )
-    demo.add_argument("--keep", action="store_true", help="leave the sandbox and lanebot running and print their URLs")
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the sandbox and lanebot running, the dashboard on, and print their URLs and who can sign in",
+    )
     demo.add_argument(
         "--agent",
         default="recipe",
@@ -40,6 +44,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "database number there) and PostgreSQL at DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test; "
         "the demo creates a database there and drops it after); the table of lanes shows each lane's host",
     )
+    demo.add_argument(
+        "--screenshots",
+        type=Path,
+        metavar="DIR",
+        help="run the demo with the dashboard on, then sign in with headless Chromium (/usr/bin/chromium, "
+        "driven by the pip package playwright) and save DIR/runs.png and DIR/run.png (1280x800); then stop",
+    )
     demo.set_defaults(func=run)
 
 
@@ -52,4 +63,11 @@ def _workers(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from bot.demo.runner import main
 
-    return main(keep=args.keep, agent=args.agent, root=args.dir, agent_binary=args.agent_binary, workers=args.workers)
+    return main(
+        keep=args.keep,
+        agent=args.agent,
+        root=args.dir,
+        agent_binary=args.agent_binary,
+        workers=args.workers,
+        screenshots=args.screenshots,
+    )

@@ -20,6 +20,11 @@ redis://127.0.0.1:6379/0: the demo claims a database number of its own there and
 on a PostgreSQL database created for the demo on the server of DATABASE_URL (default
 postgresql://postgres@127.0.0.1:5432/test) and dropped after (bot/demo/services.py). The table of
 lanes then has a `host` column: which worker ran each lane's last attempt.
+
+With `keep`, the dashboard is on (the sandbox App's OAuth client, as `lanebot setup` leaves it), and
+the demo prints its address and the sandbox login to sign in as (`dashboard_lines`). With
+`screenshots` DIR, the dashboard is on too, and after the run headless Chromium signs in and saves
+DIR/runs.png and DIR/run.png (bot/demo/screenshots.py); then everything stops.
 """
 
 from __future__ import annotations
@@ -119,12 +124,14 @@ def run_demo(
     workers: int = 0,
     broker_url: str = "",
     database_url: str = "",
+    dashboard: bool = False,
 ) -> tuple[Stack, DemoResult]:
     """Run the whole flow under `root`; the Stack is returned still running (the caller stops it).
 
     `agent_binary` (claude and codex only): the CLI to run, see `agent_binary_for`. `workers` > 0:
     that many `lanebot worker`s run the jobs, over the Redis `broker_url`, on the PostgreSQL
-    `database_url` (both the caller's to give and to take back; see `main`)."""
+    `database_url` (both the caller's to give and to take back; see `main`). `dashboard`: lanebot serves
+    /dashboard, with the sandbox App's OAuth client (`Stack(dashboard=True)`)."""
     lanebot_env: dict[str, str] = {}
     if workers:
         lanebot_env["LANEBOT_BROKER_URL"] = broker_url
@@ -133,7 +140,7 @@ def run_demo(
         root.mkdir(parents=True, exist_ok=True)
         lanebot_env[WORKFLOWS_DIR_ENV] = str(host_workflows(root, agent, binary))
         say(f"The lanes and the integrate step run `{binary}` ({agent}).")
-    stack = Stack(root, lanebot_env=lanebot_env, database=database_url if workers else "")
+    stack = Stack(root, lanebot_env=lanebot_env, database=database_url if workers else "", dashboard=dashboard)
     say(f"Starting the sandbox GitHub and lanebot under {root} ...")
     stack.start()
     try:
@@ -299,7 +306,32 @@ def report(result: DemoResult) -> str:
     return "\n".join(lines)
 
 
-def main(*, keep: bool, agent: str, root: Path | None, agent_binary: str | None = None, workers: int = 0) -> int:
+def dashboard_lines(lanebot_url: str, login: str = MAINTAINER, repository: str = REPOSITORY) -> list[str]:
+    """What `--keep` prints of the dashboard: its address, and who can sign in and how."""
+    return [
+        f"The dashboard: {lanebot_url}/dashboard",
+        f"Sign in as `{login}` (a collaborator of {repository}): the sandbox's sign-in page asks only for a "
+        f"login, so type {login}, press Sign in, then Authorize.",
+    ]
+
+
+def main(
+    *,
+    keep: bool,
+    agent: str,
+    root: Path | None,
+    agent_binary: str | None = None,
+    workers: int = 0,
+    screenshots: Path | None = None,
+) -> int:
+    if screenshots is not None:
+        from bot.demo.screenshots import BrowserMissing, chromium_path
+
+        try:
+            chromium_path()
+        except BrowserMissing as error:
+            print(f"lanebot demo --screenshots: {error}")
+            return 2
     with contextlib.ExitStack() as services:
         broker_url = database_url = ""
         if workers:
@@ -321,6 +353,7 @@ def main(*, keep: bool, agent: str, root: Path | None, agent_binary: str | None 
             workers=workers,
             broker_url=broker_url,
             database_url=database_url,
+            screenshots=screenshots,
         )
     raise AssertionError("unreachable")  # mypy: ExitStack may swallow exceptions
 
@@ -334,6 +367,7 @@ def _run(
     workers: int,
     broker_url: str,
     database_url: str,
+    screenshots: Path | None = None,
 ) -> int:
     folder = root or Path(tempfile.mkdtemp(prefix="lanebot-demo-"))
     try:
@@ -344,6 +378,7 @@ def _run(
             workers=workers,
             broker_url=broker_url,
             database_url=database_url,
+            dashboard=keep or screenshots is not None,
         )
     except StepTimedOut as error:
         print(f"lanebot demo: {error}")
@@ -352,8 +387,21 @@ def _run(
         return 1
     try:
         print(report(result))
+        if screenshots is not None:
+            from bot.demo.screenshots import ScreenshotFailed, take_screenshots
+
+            print(f"\nSigning in to the dashboard as {MAINTAINER} with headless Chromium ...")
+            try:
+                written = take_screenshots(stack.lanebot_url, MAINTAINER, screenshots)
+            except ScreenshotFailed as error:
+                print(f"lanebot demo --screenshots: {error}")
+                print(f"Everything is under {folder} (lanebot.log, sandbox.log).")
+                return 1
+            for path in written:
+                print(f"  wrote {path}")
         if keep:
             print(f"\nBoth servers keep running (--keep): sandbox {stack.sandbox_url}, lanebot {stack.lanebot_url}.")
+            print("\n".join(dashboard_lines(stack.lanebot_url)))
             print(f"Their logs are under {folder}. Stop them with Ctrl-C.")
             sandbox = stack._sandbox
             assert sandbox is not None  # run_demo started it
