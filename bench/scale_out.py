@@ -60,9 +60,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,17 +68,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sqlalchemy import text  # noqa: E402
 from sqlalchemy.engine import Engine  # noqa: E402
 
+from bot.demo.services import claimed_redis, throwaway_postgres  # noqa: E402
 from bot.demo.stack import Stack  # noqa: E402
-from bot.edges.executor.celery_executor import celery_app  # noqa: E402
 from bot.edges.store import db, runs  # noqa: E402
 from bot.runner.plan import issue_run  # noqa: E402
 
 REPO = "octo-org/scale"
 MAINTAINER = "maintainer"
-CLAIM_KEY = "lanebot:test-claim"  # the key tests/e2e/test_workers.py claims a Redis database number with
 REDIS_URL = "redis://127.0.0.1:6379"
 POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 STEP_TIMEOUT_S = 300.0
@@ -151,55 +146,6 @@ class Measured:
 # --------------------------------------------------------------------------- the services
 
 
-@contextmanager
-def postgres_database(server_url: str) -> Iterator[str]:
-    server = db.make_engine(server_url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
-    name = f"lanebot_scale_{uuid.uuid4().hex[:12]}"
-    with server.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield server.url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with server.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        server.dispose()
-
-
-@contextmanager
-def redis_database(server_url: str) -> Iterator[str]:
-    """A Redis database number no test or other bench holds; flushed after."""
-    import redis
-
-    token = uuid.uuid4().hex
-    for number in range(1, 16):
-        client = redis.Redis.from_url(f"{server_url}/{number}")
-        if client.set(CLAIM_KEY, token, nx=True, ex=3600):
-            break
-        client.close()
-    else:
-        raise RuntimeError(f"every database number of Redis at {server_url} is held")
-    try:
-        yield f"{server_url}/{number}"
-    finally:
-        if client.get(CLAIM_KEY) == token.encode():
-            client.flushdb()
-        client.close()
-
-
-def wait_for_workers(broker_url: str, names: list[str], timeout: float = 60.0) -> None:
-    app = celery_app(broker_url)
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            replies = app.control.ping(timeout=1.0) or []
-            answered = {name.split("@", 1)[0] for reply in replies for name in reply}
-            if set(names) <= answered:
-                return
-        raise RuntimeError(f"the workers {names} did not all answer a ping within {timeout:g} s")
-    finally:
-        app.close()
-
-
 # --------------------------------------------------------------------------- one configuration
 
 
@@ -210,7 +156,7 @@ def measure(name: str, workers: int, args: argparse.Namespace, work: Path, broke
     clock = time.monotonic()
     result.load = (os.getloadavg()[0], 0.0)
     root = work / name.replace(" ", "-")
-    with postgres_database(args.postgres) as database:
+    with throwaway_postgres(args.postgres, user="bench/scale_out.py", prefix="lanebot_scale") as database:
         env = {
             "LANEBOT_MAX_LANES": str(args.max_lanes),
             "LANEBOT_MAX_RUNS_PER_REPO": str(args.runs),
@@ -224,7 +170,7 @@ def measure(name: str, workers: int, args: argparse.Namespace, work: Path, broke
             for worker in names:
                 stack.start_worker(worker, concurrency=1)
             if broker is not None and names:
-                wait_for_workers(broker, names)
+                stack.wait_for_workers(timeout=60)
             engine = db.make_engine(stack.database_url)
             try:
                 drive(stack, engine, args, result)
@@ -462,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.monotonic()
     results: list[Measured] = []
     try:
-        with redis_database(args.redis) as broker:
+        with claimed_redis(args.redis, user="bench/scale_out.py") as broker:
             for round_ in range(1, args.rounds + 1):
                 for workers in [0, *counts]:
                     name = "embedded" if workers == 0 else f"{workers} worker{'s' if workers > 1 else ''}"

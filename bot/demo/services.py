@@ -1,11 +1,11 @@
-"""What `lanebot demo --workers N` borrows: a Redis database number and a PostgreSQL database.
+"""What `lanebot demo --workers N` (and the tests and benches of workers) borrows: a Redis database
+number and a PostgreSQL database.
 
 Both are taken on servers the person already runs (LANEBOT_BROKER_URL, DATABASE_URL), held only
-for the demo, and given back after: the Redis database number is claimed (a key set only if absent,
+for as long as they are needed, and given back after: the Redis database number is claimed (a key set only if absent,
 which expires on its own should the demo be killed) and emptied at the end; the PostgreSQL database
 is created under a name of its own and dropped at the end. So two demos, or a demo and the tests
-(tests/e2e/test_workers.py claims numbers the same way, with the same key), never share a queue or
-a table. A server that cannot be reached is a `ServiceUnavailable` that says what to start.
+never share a queue or a table. A server that cannot be reached is a `ServiceUnavailable` that says what to start.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from bot.edges.store import db
 
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
-# The key a holder of a Redis database number sets in it; tests/e2e/test_workers.py sets the same.
+# The key a holder of a Redis database number sets in it.
 CLAIM_KEY = "lanebot:test-claim"
 CLAIM_S = 6 * 3600  # a claim left by a demo that was killed ends by itself after this long
 _NUMBERS = range(1, 16)  # Redis has 16 by default; 0, where a real lanebot's broker may be, is left alone
@@ -49,12 +49,12 @@ def _with_number(url: str, number: int) -> str:
 
 
 @contextlib.contextmanager
-def claimed_redis(broker_url: str) -> Iterator[str]:
+def claimed_redis(broker_url: str, *, user: str = "lanebot demo --workers") -> Iterator[str]:
     """A Redis database number on the server of `broker_url` that nobody else holds: the broker's
-    URL on it. Emptied after, if the claim is still the demo's."""
+    URL on it. Emptied after, if the claim is still ours. `user` names who asks, in errors."""
     if not broker_url.lower().startswith(("redis://", "rediss://")):
         raise ServiceUnavailable(
-            f"lanebot demo --workers runs over Redis; LANEBOT_BROKER_URL is {shown_url(broker_url)}. "
+            f"{user} runs over Redis; LANEBOT_BROKER_URL is {shown_url(broker_url)}. "
             f"Unset it to use {DEFAULT_BROKER_URL}, or set it to a Redis URL."
         )
     try:
@@ -92,19 +92,21 @@ def claimed_redis(broker_url: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def throwaway_postgres(server_url: str) -> Iterator[str]:
-    """A database of its own, created on the PostgreSQL server of `server_url` and dropped after:
-    its URL."""
+def throwaway_postgres(
+    server_url: str, *, user: str = "lanebot demo --workers", prefix: str = "lanebot_demo"
+) -> Iterator[str]:
+    """A database of its own (named `prefix_<random>`), created on the PostgreSQL server of
+    `server_url` and dropped after: its URL. `user` names who asks, in errors."""
     try:
         if not make_url(server_url).get_backend_name().startswith("postgresql"):
             raise ArgumentError("not PostgreSQL")
     except ArgumentError:
         raise ServiceUnavailable(
-            f"lanebot demo --workers needs PostgreSQL (several processes share the database); DATABASE_URL is "
+            f"{user} needs PostgreSQL (several processes share the database); DATABASE_URL is "
             f"{shown_url(server_url)}. Unset it to use {DEFAULT_POSTGRES_URL}, or set it to a PostgreSQL server."
         ) from None
     server = db.make_engine(server_url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": _CONNECT_S})
-    name = f"lanebot_demo_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     try:
         with server.connect() as connection:
             connection.execute(text(f'CREATE DATABASE "{name}"'))

@@ -26,7 +26,6 @@ import re
 import subprocess
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
+from bot.demo import services
 from bot.demo.plan import issue_body
 from bot.demo.runner import repository_config
 from bot.demo.stack import Stack, StepTimedOut
@@ -121,19 +121,9 @@ def chaos_stack(root: Path, *, database_url: str | None = None, env: dict[str, s
         yield stack
 
 
-@contextlib.contextmanager
-def throwaway_postgres() -> Iterator[str]:
+def throwaway_postgres() -> contextlib.AbstractContextManager[str]:
     """A database of its own on the PostgreSQL server (created, then dropped): its URL."""
-    server = make_engine(POSTGRES_SERVER, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
-    name = f"lanebot_chaos_{uuid.uuid4().hex[:12]}"
-    with server.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield server.url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with server.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        server.dispose()
+    return services.throwaway_postgres(POSTGRES_SERVER, user="the chaos cases", prefix="lanebot_chaos")
 
 
 def terminate_connections(database_url: str) -> int:

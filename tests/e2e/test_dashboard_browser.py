@@ -8,7 +8,6 @@ Skipped with the reason when Chromium or Playwright is missing; failed under CI=
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,17 +18,12 @@ import pytest
 from bot.demo.plan import UNITS
 from bot.demo.stack import Stack
 from tests.e2e.dashboard_flow import PERSON, REPO, start_runs
+from tests.services import unavailable
 
 pytestmark = pytest.mark.slow
 
 CHROMIUM = "/usr/bin/chromium"
 PHONE = {"width": 375, "height": 740}
-
-
-def unavailable(message: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture

@@ -18,17 +18,12 @@ from bot.demo.runner import DemoResult, report
 from bot.demo.services import DEFAULT_POSTGRES_URL, ServiceUnavailable, claimed_redis, throwaway_postgres
 from bot.edges.store import db
 from bot.edges.store.models import Lane
+from tests.services import unavailable
 
 REDIS_URL = os.environ.get("LANEBOT_TEST_REDIS_URL", "redis://127.0.0.1:6379") + "/0"
 POSTGRES_URL = os.environ.get("LANEBOT_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # port 1: nothing listens there
 UNREACHABLE_POSTGRES = "postgresql://postgres@127.0.0.1:1/test"
-
-
-def unavailable(message: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def require_services() -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from bot.demo.plan import UNITS
 from bot.demo.runner import repository_config
-from bot.demo.services import DEFAULT_POSTGRES_URL, ServiceUnavailable, claimed_redis, throwaway_postgres
+from bot.demo.services import DEFAULT_POSTGRES_URL, claimed_redis, throwaway_postgres
 from bot.demo.stack import Stack
 from bot.edges.store import db, runs
 from tests.e2e.test_end_to_end import (
@@ -33,6 +33,7 @@ from tests.e2e.test_end_to_end import (
     wait_for_comment,
     wait_for_pull,
 )
+from tests.services import borrowed
 
 pytestmark = pytest.mark.slow
 
@@ -54,28 +55,14 @@ def block_with(text: str) -> str:
     return block
 
 
-def unavailable(message: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture
 def broker_url() -> Iterator[str]:
-    try:
-        with claimed_redis(REDIS_URL) as url:
-            yield url
-    except ServiceUnavailable as error:
-        unavailable(str(error))
+    yield from borrowed(claimed_redis(REDIS_URL, user="the README's test"))
 
 
 @pytest.fixture
 def database_url() -> Iterator[str]:
-    try:
-        with throwaway_postgres(POSTGRES_URL) as url:
-            yield url
-    except ServiceUnavailable as error:
-        unavailable(str(error))
+    yield from borrowed(throwaway_postgres(POSTGRES_URL, user="the README's test", prefix="lanebot_readme"))
 
 
 def test_the_sections_settings_are_the_two_every_machine_shares() -> None:

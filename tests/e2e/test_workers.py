@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from bot.demo.plan import UNITS
 from bot.demo.runner import repository_config
+from bot.demo.services import claimed_redis, throwaway_postgres
 from bot.demo.stack import Stack
 from bot.edges.store import db, runs
 from bot.edges.store.models import AgentSession
@@ -48,6 +48,7 @@ from tests.e2e.test_end_to_end import (
     wait_for_pull,
 )
 from tests.process_helpers import gone, processes_with
+from tests.services import borrowed, unavailable
 
 pytestmark = pytest.mark.slow
 
@@ -55,57 +56,17 @@ REDIS_URL = os.environ.get("LANEBOT_TEST_REDIS_URL", "redis://127.0.0.1:6379")
 AMQP_URL = os.environ.get("LANEBOT_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672")
 POSTGRES_URL = os.environ.get("LANEBOT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 WORKERS = ("host-a", "host-b")
-CLAIM_KEY = "lanebot:test-claim"
-
-
-def unavailable(message: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture
 def postgres_database() -> Iterator[str]:
     """A database of its own on the test PostgreSQL server, dropped after."""
-    server = db.make_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
-    name = f"lanebot_workers_{uuid.uuid4().hex[:12]}"
-    try:
-        with server.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-    except Exception as error:
-        server.dispose()
-        unavailable(
-            f"PostgreSQL at {POSTGRES_URL} is unreachable ({type(error).__name__}); set LANEBOT_TEST_POSTGRES_URL"
-        )
-    try:
-        yield server.url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with server.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        server.dispose()
+    yield from borrowed(throwaway_postgres(POSTGRES_URL, user="the workers' tests", prefix="lanebot_workers"))
 
 
 def redis_broker() -> Iterator[str]:
     """A Redis database number no other test holds: the broker's URL on it."""
-    import redis
-
-    token = uuid.uuid4().hex
-    try:
-        redis.Redis.from_url(f"{REDIS_URL}/0", socket_connect_timeout=3).ping()
-    except redis.RedisError as error:
-        unavailable(f"Redis at {REDIS_URL} is unreachable ({error}); set LANEBOT_TEST_REDIS_URL")
-    for number in range(1, 16):
-        client = redis.Redis.from_url(f"{REDIS_URL}/{number}")
-        if client.set(CLAIM_KEY, token, nx=True, ex=1800):
-            break
-    else:
-        pytest.fail(f"every database number of Redis at {REDIS_URL} is held by another test")
-    try:
-        yield f"{REDIS_URL}/{number}"
-    finally:
-        if client.get(CLAIM_KEY) == token.encode():
-            client.flushdb()
-        client.close()
+    yield from borrowed(claimed_redis(REDIS_URL, user="the workers' tests"))
 
 
 def amqp_broker() -> Iterator[str]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from bot.demo.services import claimed_redis
 from bot.edges.executor import Executor, Job, LeaseState, integrate_job, lane_job, merge_job
 from bot.edges.executor.celery_executor import (
     TASK_NAME,
@@ -28,9 +28,9 @@ from bot.edges.executor.celery_executor import (
     result_backend_for,
 )
 from bot.edges.settings import Settings, SettingsError
+from tests.services import borrowed
 
 REDIS_URL = os.environ.get("LANEBOT_TEST_REDIS_URL", "redis://127.0.0.1:6379")
-CLAIM_KEY = "lanebot:test-claim"
 
 
 def test_a_job_travels_as_its_ids_and_comes_back_the_same():
@@ -105,28 +105,7 @@ def test_lanebot_worker_says_what_it_needs(app_env, tmp_path, monkeypatch, capsy
 
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    import redis
-
-    try:
-        redis.Redis.from_url(f"{REDIS_URL}/0", socket_connect_timeout=3).ping()
-    except redis.RedisError as error:
-        message = f"Redis at {REDIS_URL} is unreachable ({error}); set LANEBOT_TEST_REDIS_URL"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    token = uuid.uuid4().hex
-    for number in range(1, 16):
-        client = redis.Redis.from_url(f"{REDIS_URL}/{number}")
-        if client.set(CLAIM_KEY, token, nx=True, ex=600):
-            break
-    else:
-        pytest.fail(f"every database number of Redis at {REDIS_URL} is held by another test")
-    try:
-        yield f"{REDIS_URL}/{number}"
-    finally:
-        if client.get(CLAIM_KEY) == token.encode():
-            client.flushdb()
-        client.close()
+    yield from borrowed(claimed_redis(REDIS_URL, user="the Celery executor's tests"))
 
 
 class StandIn:
