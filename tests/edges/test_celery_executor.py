@@ -9,6 +9,7 @@ what is tested here; tests/e2e/test_workers.py runs the real task on real worker
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -135,9 +136,13 @@ def worker(redis_url: str) -> Iterator[tuple[str, StandIn]]:
         return task(job)
 
     app.task(name=TASK_NAME, shared=False)(perform_job)
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=10):
-        yield redis_url, task
-    task.release.set()
+    root_level = logging.getLogger().level  # Celery's test worker sets the root logger to ERROR
+    try:
+        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=10):
+            yield redis_url, task
+    finally:
+        task.release.set()
+        logging.getLogger().setLevel(root_level)
 
 
 async def never_stopping(run_id: int) -> bool:
