@@ -121,7 +121,8 @@ class Executor(Protocol):
         """A counter that grows each time a job of the run ends."""
 
     async def wait(self, run_id: int, after: int, timeout: float) -> None:
-        """Return once `generation(run_id)` exceeds `after`, or after `timeout` seconds."""
+        """Return once `generation(run_id)` exceeds `after`, or after `timeout` seconds; an executor
+        whose caps every run shares (the Celery one) also returns when a job of another run ends."""
 
     def active(self, run_id: int) -> tuple[Job, ...]:
         """The run's jobs queued or running in this executor."""

@@ -45,7 +45,6 @@ import contextlib
 import logging
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -55,6 +54,7 @@ from celery import Celery
 from celery.result import AsyncResult
 
 from bot.edges.executor import Job, JobKind, Leases, LeaseState
+from bot.edges.executor.tasks import JobTasks
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def job_from_message(message: dict[str, Any]) -> Job:
     return Job(JobKind(str(message.get("kind"))), run_id, unit_id=unit_id, attempt=attempt, units=tuple(units))
 
 
-class CeleryExecutor:
+class CeleryExecutor(JobTasks):
     """Sends jobs to `lanebot worker`s. `stopping(run_id)`: whether the run's jobs are to stop
     (the run is cancelled in the database), asked by `cancel_run`. `leases`: how a job whose
     worker died is noticed (its lease expires) and taken over."""
@@ -166,6 +166,7 @@ class CeleryExecutor:
         cancel_wait_s: float = CANCEL_WAIT_S,
         app: Celery | None = None,
     ) -> None:
+        super().__init__()
         self._app = app if app is not None else celery_app(broker_url)
         self._stopping = stopping
         self._leases = leases
@@ -173,12 +174,9 @@ class CeleryExecutor:
         self._lease_check_s = lease_check_s
         self._cancel_wait_s = cancel_wait_s
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lanebot-celery")
-        self._tasks: dict[tuple[object, ...], tuple[Job, asyncio.Task[None]]] = {}
         # task id -> (its job, its result, what the poller resolves with the result's meta)
         self._sent: dict[str, tuple[Job, AsyncResult, asyncio.Future[dict[str, Any]]]] = {}
         self._poller: asyncio.Task[None] | None = None
-        self._generations: defaultdict[int, int] = defaultdict(int)
-        self._changed: defaultdict[int, asyncio.Event] = defaultdict(asyncio.Event)
         self._closed = False
         self._broker_down = False
         self._outages = 0  # times the broker came back after the poller lost it, or restarted
@@ -194,40 +192,7 @@ class CeleryExecutor:
     async def submit(self, job: Job) -> bool:
         if self._closed:
             raise RuntimeError("the executor is closed")
-        if job.key in self._tasks:
-            return False
-        task = asyncio.create_task(self._execute(job), name=f"lanebot-celery-{job.describe()}")
-        self._tasks[job.key] = (job, task)
-        return True
-
-    async def run(self, job: Job) -> None:
-        entry = self._tasks.get(job.key)
-        if entry is None:
-            await self.submit(job)
-            entry = self._tasks[job.key]
-        try:
-            await asyncio.shield(entry[1])
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # the caller itself is being cancelled
-            # The job was cancelled by cancel_run: its end is in the database, like any other end.
-
-    def generation(self, run_id: int) -> int:
-        return self._generations[run_id]
-
-    async def wait(self, run_id: int, after: int, timeout: float) -> None:
-        """Also returns once a job of any run has ended: the caps are shared by every run (counted
-        in the database), so a run waiting for room may start lanes now."""
-        event = self._changed[run_id]
-        event.clear()
-        if self._generations[run_id] > after:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
-
-    def active(self, run_id: int) -> tuple[Job, ...]:
-        return tuple(job for job, task in self._tasks.values() if job.run_id == run_id and not task.done())
+        return await super().submit(job)
 
     async def cancel_run(self, run_id: int) -> None:
         entries = [(job, task) for job, task in self._tasks.values() if job.run_id == run_id]
@@ -269,21 +234,14 @@ class CeleryExecutor:
 
     # -- the jobs -----------------------------------------------------------------------------
 
-    async def _execute(self, job: Job) -> None:
-        try:
-            await self._remote(job)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("%s failed", job.describe())
-            if job.kind is JobKind.LANE:
-                return
-            raise
-        finally:
-            self._tasks.pop(job.key, None)
-            self._generations[job.run_id] += 1
-            for changed in self._changed.values():  # every run: a slot may have come free for it
-                changed.set()
+    async def _do(self, job: Job) -> None:
+        await self._remote(job)
+
+    def _wake(self, run_id: int) -> None:
+        """Every run's waiter wakes: the caps are shared by every run (counted in the database), so
+        a run waiting for room may start lanes now."""
+        for changed in self._changed.values():
+            changed.set()
 
     async def _remote(self, job: Job) -> None:
         """Send the job and wait for its end. Its worker may die meanwhile: once its lease has

@@ -14,17 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
 from collections.abc import AsyncIterator
 
 from bot.edges.executor import Job, JobKind, Perform
+from bot.edges.executor.tasks import JobTasks
 
 log = logging.getLogger(__name__)
 
 __all__ = ["EmbeddedExecutor"]
 
 
-class EmbeddedExecutor:
+class EmbeddedExecutor(JobTasks):
     """Runs jobs in this process. `perform` does one job (the orchestrator's `perform`)."""
 
     local = True
@@ -33,52 +33,14 @@ class EmbeddedExecutor:
         for name, value in (("max_lanes", max_lanes), ("max_runs_per_repo", max_runs_per_repo)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+        super().__init__()
         self._perform = perform
         self._lane_slots = asyncio.Semaphore(max_lanes)
         self._max_runs_per_repo = max_runs_per_repo
         self._repo_slots: dict[str, asyncio.Semaphore] = {}
-        self._tasks: dict[tuple[object, ...], tuple[Job, asyncio.Task[None]]] = {}
-        self._generations: defaultdict[int, int] = defaultdict(int)
-        self._changed: defaultdict[int, asyncio.Event] = defaultdict(asyncio.Event)
 
     def __repr__(self) -> str:
         return f"EmbeddedExecutor(jobs={len(self._tasks)})"
-
-    async def submit(self, job: Job) -> bool:
-        if job.key in self._tasks:
-            return False
-        task = asyncio.create_task(self._execute(job), name=f"lanebot-{job.describe()}")
-        self._tasks[job.key] = (job, task)
-        return True
-
-    async def run(self, job: Job) -> None:
-        entry = self._tasks.get(job.key)
-        if entry is None:
-            await self.submit(job)
-            entry = self._tasks[job.key]
-        task = entry[1]
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # the caller itself is being cancelled
-            # The job was cancelled by cancel_run: its end is in the database, like any other end.
-
-    def generation(self, run_id: int) -> int:
-        return self._generations[run_id]
-
-    async def wait(self, run_id: int, after: int, timeout: float) -> None:
-        event = self._changed[run_id]
-        while self._generations[run_id] <= after:
-            event.clear()
-            try:
-                await asyncio.wait_for(event.wait(), timeout)
-            except TimeoutError:
-                return
-
-    def active(self, run_id: int) -> tuple[Job, ...]:
-        return tuple(job for job, task in self._tasks.values() if job.run_id == run_id and not task.done())
 
     async def cancel_run(self, run_id: int) -> None:
         tasks = [task for job, task in self._tasks.values() if job.run_id == run_id]
@@ -93,25 +55,12 @@ class EmbeddedExecutor:
     async def close(self) -> None:
         await _cancel_all([task for _, task in self._tasks.values()])
 
-    async def _execute(self, job: Job) -> None:
-        try:
-            if job.kind is JobKind.LANE:
-                async with self._lane_slots:
-                    await self._perform(job)
-            else:
+    async def _do(self, job: Job) -> None:
+        if job.kind is JobKind.LANE:
+            async with self._lane_slots:
                 await self._perform(job)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # perform records what it can; this is the last line so a task never dies unseen.
-            log.exception("%s failed", job.describe())
-            if job.kind is JobKind.LANE:
-                return
-            raise
-        finally:
-            self._tasks.pop(job.key, None)
-            self._generations[job.run_id] += 1
-            self._changed[job.run_id].set()
+        else:
+            await self._perform(job)
 
 
 async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
