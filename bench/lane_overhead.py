@@ -15,6 +15,10 @@ makespan (first lane start to last merge, from the database) against the model's
 under barrier, 30 under eager).
 
     .venv/bin/python bench/lane_overhead.py [--sizes 1000,10000,100000] [--repeat 5] [--skip-makespan]
+    .venv/bin/python bench/lane_overhead.py --processes [--sizes 1000]
+
+`--processes` lists every git process of one lane (after a first lane has warmed the mirror), as
+git's own trace2 reports them, children indented under their parent, and counts them.
 
 Prints Markdown tables. Not a test: the numbers depend on the machine.
 """
@@ -168,6 +172,44 @@ async def overhead(sizes: list[int], repeat: int) -> list[str]:
     return rows
 
 
+async def lane_processes(size: int) -> list[str]:
+    """Every git process one lane starts, from GIT_TRACE2_EVENT: lanebot's git environment is built
+    from scratch, so a `git` first on PATH turns the trace on for the calls of the second lane."""
+    real_git = shutil.which("git")
+    assert real_git, "git is not on PATH"
+    with tempfile.TemporaryDirectory(prefix="lanebot-bench-") as folder:
+        root = Path(folder)
+        events, switch, wrapper = root / "events.json", root / "tracing", root / "bin" / "git"
+        wrapper.parent.mkdir()
+        wrapper.write_text(
+            f'#!/bin/sh\n[ -e "{switch}" ] && export GIT_TRACE2_EVENT="{events}"\nexec "{real_git}" "$@"\n'
+        )
+        wrapper.chmod(0o755)
+        bare = make_repository(root, size)
+        path = os.environ["PATH"]
+        os.environ["PATH"] = f"{wrapper.parent}{os.pathsep}{path}"
+        try:
+            mirror = Mirror(root / "work", "bench/repo", str(bare))
+            await mirror.fetch()
+            base = await mirror.resolve("main")
+            integration = await mirror.add_worktree(root / "integration", branch=integration_branch(1), start=base)
+            await one_lane(mirror, integration, root / "worktrees", 0, base)
+            switch.touch()
+            await one_lane(mirror, integration, root / "worktrees", 1, base)
+            switch.unlink()
+        finally:
+            os.environ["PATH"] = path
+        starts = [event for event in map(json.loads, events.read_text().splitlines()) if event["event"] == "start"]
+    rows = []
+    for event in starts:
+        depth = event["sid"].count("/")
+        argv = " ".join(Path(event["argv"][0]).name.split() + event["argv"][1:])
+        rows.append(f"{'    ' * depth}{argv[:140]}")
+    top = sum(1 for event in starts if "/" not in event["sid"])
+    rows.append(f"\n{len(starts)} git processes: {top} started by lanebot, {len(starts) - top} by those")
+    return rows
+
+
 # --------------------------------------------------------------------------- part 2
 
 
@@ -177,7 +219,15 @@ async def makespan(schedule: str) -> tuple[float, float]:
     from bot.edges.store import runs as store
     from bot.edges.store.db import make_engine, migrate
     from bot.runner import orchestrator
-    from tests.lanes_helpers import OWNER, REPO, RunnerContext, approved_run, make_settings, make_workflow_dir
+    from tests.lanes_helpers import (
+        OWNER,
+        REPO,
+        RunnerContext,
+        approved_run,
+        make_settings,
+        make_workflow_dir,
+        run_scripted_agent_plain,
+    )
     from tests.sandbox_helpers import SandboxRepository, served_sandbox
 
     units = [json.loads(line) for line in (ROOT / "examples" / "worked-example.jsonl").read_text().splitlines() if line]
@@ -187,6 +237,7 @@ async def makespan(schedule: str) -> tuple[float, float]:
         root = Path(folder)
         (root / "project").mkdir()
         agent = _sleeping_agent(root / "agent.sh", units)
+        run_scripted_agent_plain()  # the agent is a script under /tmp, which the agents' jail hides; checks stay jailed
         host = {
             "build": {"agent": "command", "schedule": schedule, "max_lanes": 4, "timeout": "120s"},
             "integrate": {"agent": "recipe", "verify": "true", "max_retries": 0},
@@ -249,8 +300,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000", help="repository sizes in files, comma-separated")
     parser.add_argument("--repeat", type=int, default=5, help="lanes measured per size (the median is shown)")
     parser.add_argument("--skip-makespan", action="store_true", help="only measure the lane overhead")
+    parser.add_argument("--processes", action="store_true", help="list the git processes of one lane, and stop")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
+    if args.processes:
+        for size in sizes:
+            print(f"## The git processes of one lane, {size:,} files\n")
+            print("\n".join(asyncio.run(lane_processes(size))))
+        return
     print("## A lane's orchestration overhead (medians)\n")
     print("\n".join(asyncio.run(overhead(sizes, args.repeat))))
     if args.skip_makespan:

@@ -49,7 +49,7 @@ def test_the_dashboard_section_shows_the_screenshots_with_the_command_that_wrote
     section = dashboard_section()
 
     assert "lanebot demo --screenshots docs/screenshots\n" in section
-    for name in ("runs.png", "run.png"):
+    for name in ("runs.png", "run.png", "time.png"):
         assert f"](docs/screenshots/{name})" in section
         assert (ROOT / "docs" / "screenshots" / name).read_bytes().startswith(b"\x89PNG")
     assert "lanebot demo --keep" in section

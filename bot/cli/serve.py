@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import os
 import re
 import urllib.parse
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import gidgethub
 import httpx
@@ -18,6 +20,7 @@ import uvicorn
 
 from bot.cli import UsageError
 from bot.cli.db import deliveries_subcommands
+from bot.core.reachability import reachability_advice
 from bot.edges.logcontext import json_handler
 from bot.edges.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, Settings, SettingsError
 
@@ -28,6 +31,8 @@ _DURATION = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 # Uvicorn knows "trace"; the logging module does not.
 _LOGGING_LEVELS = {"trace": logging.DEBUG}
+
+log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -113,17 +118,47 @@ def uvicorn_logging(log_format: str) -> dict[str, Any]:
     return {"log_config": None} if log_format == "json" else {}
 
 
+@dataclass(frozen=True)
+class ServerImplementation:
+    """uvicorn.run's `http` and `loop`."""
+
+    http: Literal["httptools", "h11"]
+    loop: Literal["uvloop", "asyncio"]
+
+
+def server_implementation() -> ServerImplementation:
+    """uvicorn's HTTP parser and event loop: httptools and uvloop (uvicorn[standard]) where they
+    import, else uvicorn's pure-Python h11 and asyncio. bench/intake.py serves both of its targets with these."""
+    return ServerImplementation(
+        http="httptools" if _importable("httptools") else "h11",
+        loop="uvloop" if _importable("uvloop") else "asyncio",
+    )
+
+
+def _importable(module: str) -> bool:
+    # Imported, not only found: a wheel built for another platform is found and then fails to load.
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from bot.web.app import create_app
 
     settings = load_settings(args.env_file)
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings)
+    implementation = server_implementation()
+    log.info("serving with uvicorn's http=%s, loop=%s", implementation.http, implementation.loop)
     uvicorn.run(
         app,
         host=args.host or settings.host,
         port=args.port or settings.port,
         log_level=settings.log_level,
+        http=implementation.http,
+        loop=implementation.loop,
         **uvicorn_logging(settings.log_format),
     )
     return 0
@@ -131,17 +166,26 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def run_setup(args: argparse.Namespace) -> int:
     from bot.web.app import create_setup_app
+    from bot.web.registration import relay_channel
 
     host = args.host or os.environ.get("HOST", "").strip() or "127.0.0.1"
     port = args.port or _port_from_environment()
     configure_logging("info")
     public_url = args.public_url or f"http://{host}:{port}"
+    webhook_path = os.environ.get("WEBHOOK_PATH", "").strip() or DEFAULT_WEBHOOK_PATH
+    channel_setting, channel = relay_channel(args.env_file, os.environ)
+    github_api_url = os.environ.get("GITHUB_API_URL", "").strip() or DEFAULT_API_URL
     app = create_setup_app(
         public_url=public_url,
         env_file=args.env_file,
-        github_api_url=os.environ.get("GITHUB_API_URL", "").strip() or DEFAULT_API_URL,
-        webhook_path=os.environ.get("WEBHOOK_PATH", "").strip() or DEFAULT_WEBHOOK_PATH,
+        github_api_url=github_api_url,
+        webhook_path=webhook_path,
+        webhook_url=channel,
     )
+    if channel:
+        print(f"GitHub will deliver webhooks to the relay channel {channel} ({channel_setting}).")
+    for line in reachability_advice(channel or public_url + webhook_path, github_api_url):
+        print(line)
     print(f"Open {public_url}/setup to register the App; it writes {args.env_file}.")
     uvicorn.run(app, host=host, port=port, log_level="info")
     return 0
@@ -174,7 +218,7 @@ async def _recover(settings: Settings, since: timedelta) -> RecoveryReport:
         await to_thread.run_sync(db.migrate, engine)
         async with GitHubApp(settings) as github:
             try:
-                return await recover(github, engine, since)
+                return await recover(github, engine, since, relayed=bool(settings.webhook_proxy_url))
             except (gidgethub.GitHubException, httpx.HTTPError) as error:
                 raise UsageError(
                     f"GitHub would not list the App's deliveries ({type(error).__name__}: {error}); "

@@ -64,6 +64,11 @@ _SPECS = (
     CommandSpec(
         "fix", "notes", False, "on lanebot's pull request: address the notes and the unresolved review comments"
     ),
+    CommandSpec("update", None, False, "on lanebot's pull request: merge the default branch into it, verify, and push"),
+    CommandSpec(
+        "hold", "reason", False, "start no new agent session; running ones finish and finished lanes still merge"
+    ),
+    CommandSpec("unhold", None, False, "lift the hold: the run starts its sessions again"),
     CommandSpec("status", None, False, "show the run's state and its lanes"),
     CommandSpec("help", None, False, "show the commands valid now"),
 )
@@ -143,9 +148,10 @@ def parse_commands(body: str) -> ParsedComment:
     return ParsedComment(tuple(commands), tuple(unknown), tuple(invalid))
 
 
-def help_text(state: RunState | None) -> str:
-    """Markdown listing the commands valid in `state`, and when the others become valid."""
-    valid_now = available_actions(state)
+def help_text(state: RunState | None, *, held: bool = False) -> str:
+    """Markdown listing the commands valid in `state` (`held`: the run carries a hold), and when
+    the others become valid."""
+    valid_now = available_actions(state, held=held)
     lines = [f"**lanebot commands** valid now, for {describe_state(state)}:", ""]
     lines += [f"- `{COMMANDS[name].usage}` — {COMMANDS[name].description}" for name in valid_now]
     names_by_when: dict[str, list[str]] = {}
@@ -268,8 +274,12 @@ def _closest_command(word: str) -> str | None:
 
 def _when_valid(name: str) -> str:
     """`when the run is blocked`, generated from the lifecycle's table."""
+    if name == "unhold":  # valid by the hold flag, not by a state alone
+        return "when the run is held"
     states = states_allowing(name)
     run_states = _or_list([s.value.replace("_", " ") for s in states if s is not None])
+    if name == "hold":
+        return f"when the run is {run_states} and not held"
     if None not in states:
         return f"when the run is {run_states}"
     if not run_states:

@@ -78,7 +78,11 @@ MAX_REPORT_CHARS = 1_000_000  # a larger fix.json is not read at all
 NOT_SAID = "the session did not say"
 SHORT_SHA = 7
 # What asked for the fix lane: a changes-requested review, or a `/fix` comment.
-REQUEST_KINDS = {"review": "requested changes in a review", "comment": "asked with `/fix`"}
+REQUEST_KINDS = {
+    "review": "requested changes in a review",
+    "comment": "asked with `/fix`",
+    "ci": "The repository's CI failed on this pull request",  # no one to name: the CI's bot asked
+}
 
 _PROBLEM_CHARS = 1_000
 _FAILURE_CHARS = 4_000
@@ -615,7 +619,8 @@ def summary_body(
 ) -> str:
     """The fix lane's one comment on the pull request, under GitHub's 65,536-character limit.
 
-    Who asked (`kind`: `review` for a changes-requested review, `comment` for `/fix`), the
+    Who asked (`kind`: `review` for a changes-requested review, `comment` for `/fix`, `ci` for the
+    repository's failing CI, which has no threads and no one to name), the
     commit pushed, the session's summary, a table of the instruction threads `threads` (linked,
     addressed with what changed or not addressed with why), verify's result (`verify_passed`
     None: it did not run) and the problems. With `failure` the comment says what failed instead
@@ -640,7 +645,8 @@ def summary_body(
         else:
             if report.summary:
                 parts.append(f"**What changed**, as the session describes it:\n\n{_quote(report.summary)}\n")
-            parts.append(_thread_table(rows, shown_rows))
+            if rows or kind != "ci":
+                parts.append(_thread_table(rows, shown_rows))
         parts.append(verify)
         if problems:
             parts.append(_problem_list(problem_items, shown_problems))
@@ -655,8 +661,9 @@ def summary_body(
 
 
 def _summary_head(marker_text: str, requested_by: str, kind: str, link: str | None, failure: str | None) -> str:
-    title = "lanebot could not act on the review" if failure is not None else "lanebot acted on the review"
-    asked = f"@{requested_by} {REQUEST_KINDS[kind]}."
+    what = "failing CI" if kind == "ci" else "the review"
+    title = f"lanebot could not act on {what}" if failure is not None else f"lanebot acted on {what}"
+    asked = f"{REQUEST_KINDS[kind]}." if kind == "ci" else f"@{requested_by} {REQUEST_KINDS[kind]}."
     pushed = f" lanebot pushed {link} to this pull request." if link else ""
     return f"{marker_text}\n### {title}\n\n{asked}{pushed}\n"
 

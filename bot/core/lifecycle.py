@@ -8,6 +8,11 @@ command handler, the gate comment and `/help` can never disagree with what the m
     (and blocked, rejected, cancelled, failed)
 
 A run belongs to one issue. `None` stands for "this issue has no run yet".
+
+A hold (`/hold`, `/unhold`) is a flag beside the state, not a state of its own: a held run is
+still `running` or `integrating`, and every transition above applies to it as before (it may
+merge, block, be cancelled); the hold only stops new agent sessions from starting. So the
+machine stays one table, and `available_actions` takes the flag to offer `/hold` or `/unhold`.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class Event(StrEnum):
     RETRY = "retry"  # resume a blocked run (retry its failed lanes, or the integrate step)
     CANCEL = "cancel"  # stop the run, keeping branches and transcripts
     FIX = "fix"  # on the open PR: start a review lane; the run stays `done`
+    UPDATE = "update"  # on the open PR: merge the default branch into its branch; the run stays `done`
 
     # Things lanebot reports about its own work.
     PLAN_READY = "plan_ready"  # the planner produced a valid plan; the gate comment is up
@@ -62,6 +68,9 @@ class Event(StrEnum):
 # Commands that only read the run; valid in every state and never change it.
 QUERY_COMMANDS: tuple[str, ...] = ("status", "help")
 
+# Commands that set or clear the hold flag beside the state; they are no events.
+HOLD_COMMANDS: tuple[str, ...] = ("hold", "unhold")
+
 # Every slash command lanebot knows, in the order help text and "valid now" lists show them.
 _STATE_CHANGING_COMMANDS: tuple[str, ...] = (
     "plan",
@@ -71,11 +80,15 @@ _STATE_CHANGING_COMMANDS: tuple[str, ...] = (
     "retry",
     "cancel",
     "fix",
+    "update",
 )
-ALL_COMMANDS: tuple[str, ...] = _STATE_CHANGING_COMMANDS + QUERY_COMMANDS
+ALL_COMMANDS: tuple[str, ...] = _STATE_CHANGING_COMMANDS + HOLD_COMMANDS + QUERY_COMMANDS
 
 _S = RunState
 _STOPPABLE = (_S.PLANNING, _S.AWAITING_APPROVAL, _S.RUNNING, _S.INTEGRATING, _S.BLOCKED)
+# `/hold` is valid while the run builds; a hold lasts through a block (and `/retry`) until `/unhold`.
+HOLDABLE: frozenset[RunState] = frozenset({_S.RUNNING, _S.INTEGRATING})
+_HOLD_LASTS: frozenset[RunState] = HOLDABLE | {_S.BLOCKED}
 
 # The machine: event -> {state it is valid in -> state it leads to}. Nothing else decides.
 _TRANSITIONS: dict[Event, dict[RunState | None, RunState]] = {
@@ -88,6 +101,7 @@ _TRANSITIONS: dict[Event, dict[RunState | None, RunState]] = {
     Event.RETRY: {_S.BLOCKED: _S.RUNNING},
     Event.CANCEL: {s: _S.CANCELLED for s in _STOPPABLE},
     Event.FIX: {_S.DONE: _S.DONE},
+    Event.UPDATE: {_S.DONE: _S.DONE},
     Event.PLAN_READY: {_S.PLANNING: _S.AWAITING_APPROVAL},
     Event.PLAN_FAILED: {_S.PLANNING: _S.FAILED},
     Event.LANES_MERGED: {_S.RUNNING: _S.INTEGRATING},
@@ -107,25 +121,40 @@ def describe_state(state: RunState | str | None) -> str:
     return f"a run that is {_words(state)}"
 
 
-def available_actions(state: RunState | str | None) -> tuple[str, ...]:
-    """The slash commands (names without `/`) valid in `state`; the one definition of it."""
+def available_actions(state: RunState | str | None, *, held: bool = False) -> tuple[str, ...]:
+    """The slash commands (names without `/`) valid in `state` (`held`: the run carries a hold);
+    the one definition of it."""
     state = _as_state(state)
     changing = tuple(name for name in _STATE_CHANGING_COMMANDS if state in _TRANSITIONS[Event(name)])
-    return changing + QUERY_COMMANDS
+    hold = tuple(name for name in HOLD_COMMANDS if _hold_command_valid(name, state, held))
+    return changing + hold + QUERY_COMMANDS
 
 
-def states_allowing(command: str) -> tuple[RunState | None, ...]:
+def is_held(state: RunState | str | None, held: bool) -> bool:
+    """Whether a run's hold flag stops it starting agent sessions: only while it builds or is
+    blocked (a flag left on a run that ended says nothing)."""
+    return held and _as_state(state) in _HOLD_LASTS
+
+
+def _hold_command_valid(name: str, state: RunState | None, held: bool) -> bool:
+    if name == "hold":
+        return not held and state in HOLDABLE
+    return is_held(state, held)
+
+
+def states_allowing(command: str, *, held: bool = False) -> tuple[RunState | None, ...]:
     """Every state (None = no run yet) in which `command` is valid, in declaration order."""
     candidates: tuple[RunState | None, ...] = (None, *RunState)
-    return tuple(state for state in candidates if command in available_actions(state))
+    return tuple(state for state in candidates if command in available_actions(state, held=held))
 
 
 def command_event(command: str) -> Event | None:
-    """The event a slash command sends, or None for a query (`status`, `help`).
+    """The event a slash command sends, or None for a query (`status`, `help`) and for `/hold`
+    and `/unhold`, which set a flag beside the state and move nothing.
 
     Raises ValueError for a name lanebot does not know.
     """
-    if command in QUERY_COMMANDS:
+    if command in QUERY_COMMANDS or command in HOLD_COMMANDS:
         return None
     if command not in _STATE_CHANGING_COMMANDS:
         raise ValueError(f"unknown command {command!r}; known: {', '.join(ALL_COMMANDS)}")

@@ -20,7 +20,9 @@ __all__ = [
     "integration_branch",
     "lane_branch",
     "lane_commit_message",
+    "base_update_message",
     "merge_message",
+    "parse_base_update_message",
     "parse_merge_message",
 ]
 
@@ -32,6 +34,7 @@ LANE_PREFIX = "lanebot-lanes"
 
 
 _MERGE_MESSAGE = re.compile(r"^Merge lane '(?P<unit>[a-z0-9][a-z0-9-]{0,39})' of #(?P<issue>\d+)$")
+_BASE_UPDATE_MESSAGE = re.compile(r"^Merge (?P<base>\S+) into (?P<branch>\S+) \(the update from (?P=base)\)$")
 
 
 def integration_branch(issue_number: int) -> str:
@@ -59,3 +62,15 @@ def parse_merge_message(message: str) -> tuple[str, int] | None:
     """(unit id, issue number) of a lane's merge commit message, or None."""
     match = _MERGE_MESSAGE.match(message.strip())
     return (match["unit"], int(match["issue"])) if match else None
+
+
+def base_update_message(base: str, branch: str) -> str:
+    """The subject of the merge that brings `branch` up to date with its base branch `base`. A
+    contract: the culprit search names such a merge "the update from <base>"."""
+    return f"Merge {base} into {branch} (the update from {base})"
+
+
+def parse_base_update_message(message: str) -> str | None:
+    """The base branch a base update's merge message names, or None for any other message."""
+    match = _BASE_UPDATE_MESSAGE.match(message.strip())
+    return match["base"] if match else None

@@ -18,6 +18,7 @@ title template is rendered here (a string template, sandboxed).
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
+from bot.core.budget import BudgetCaps
 from bot.core.graph import SessionBudget
 
 __all__ = [
@@ -318,6 +320,33 @@ def _refuse_http_outside_planning(value: object) -> object:
     return value
 
 
+MAX_LANE_PORTS = 100
+
+
+def _parse_cache_key(value: object) -> object:
+    """A list of repository paths: relative, without `..`, each named once."""
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+        return value  # strict validation says what is wrong
+    for path in value:
+        parts = path.split("/")
+        if not path or path.startswith("/") or "\\" in path or any(part in ("", ".", "..") for part in parts):
+            raise ValueError(f"{path!r} is not a path in the repository: write it relative, e.g. package-lock.json")
+    if len(set(value)) != len(value):
+        raise ValueError("each file keys the cache once")
+    return tuple(value)
+
+
+def _parse_dollars(value: object) -> object:
+    """A cap in US dollars: a number above zero (null, or leaving the key out, is no cap)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"must be a number of US dollars, e.g. 5 or 2.50, or null for no cap (got {_shown(value)})")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"must be more than 0 dollars, or null for no cap (got {_shown(value)})")
+    return float(value)
+
+
 def _parse_lenses(value: object) -> object:
     choices = ", ".join(REVIEW_LENSES)
     if not isinstance(value, list):
@@ -356,6 +385,7 @@ Count = Annotated[int, Field(ge=1)]
 Retries = Annotated[int, Field(ge=0)]
 Duration = Annotated[int, BeforeValidator(parse_duration)]
 TemplateName = Annotated[str, AfterValidator(_check_template_name)]
+DollarCap = Annotated[float | None, BeforeValidator(_parse_dollars)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 AgentName = Literal["claude", "codex", "command", "recipe", "http"]
 SessionAgentName = Annotated[
@@ -415,6 +445,11 @@ class BuildSettings(_Settings):
     on_conflict: Literal["block", "agent"]
     resolver_prompt: TemplateName
     network: bool  # whether checks and verify (in their jail) may reach the network
+    setup: str  # a script run in each new lane worktree before its agent; "" for none
+    teardown: str  # a script run after each attempt, before its worktree is removed
+    setup_timeout: Duration
+    cache_key: Annotated[tuple[str, ...], BeforeValidator(_parse_cache_key)]
+    ports: Annotated[int, Field(ge=0, le=MAX_LANE_PORTS)]
 
 
 class IntegrateSettings(_Settings):
@@ -424,6 +459,7 @@ class IntegrateSettings(_Settings):
     max_retries: Retries
     timeout: Duration
     verify_timeout: Duration
+    find_culprit: bool = True  # a failed verify bisects the lanes' merges for the one that broke it
 
 
 class FixSettings(_Settings):
@@ -457,6 +493,12 @@ class ReviewSettings(_Settings):
         return lenses + (lenses if lenses > 1 else 0)
 
 
+class CiSettings(_Settings):
+    """What lanebot does when the repository's own CI fails on its pull request (bot/core/ci_failures.py)."""
+
+    max_fix_rounds: Retries  # fix lanes per pull request for failing CI; 0: never one
+
+
 class PullRequestSettings(_Settings):
     draft: bool
     title: Annotated[str, Field(min_length=1), AfterValidator(_check_title_template)]
@@ -466,6 +508,16 @@ class CleanupSettings(_Settings):
     """What lanebot tidies when the pull request is merged or closed (the run's worktrees always go)."""
 
     delete_lane_branches: bool
+
+
+class BudgetSettings(_Settings):
+    """Caps on what agent sessions cost (as their CLIs report it); None: no cap (bot.core.budget)."""
+
+    max_cost_usd: DollarCap = None  # per run
+    daily_cost_usd: DollarCap = None  # per repository, per UTC day
+
+    def caps(self) -> BudgetCaps:
+        return BudgetCaps(max_cost_usd=self.max_cost_usd, daily_cost_usd=self.daily_cost_usd)
 
 
 # --------------------------------------------------------------------------- what agent CLIs are given
@@ -761,7 +813,9 @@ SECTIONS: dict[str, type[_Settings]] = {
     "pull_request": PullRequestSettings,
     "fix": FixSettings,
     "review": ReviewSettings,
+    "ci": CiSettings,
     "cleanup": CleanupSettings,
+    "budget": BudgetSettings,
     "agents": AgentsSettings,
 }
 
@@ -793,7 +847,9 @@ class Workflow:
     pull_request: PullRequestSettings
     fix: FixSettings
     review: ReviewSettings
+    ci: CiSettings
     cleanup: CleanupSettings
+    budget: BudgetSettings
     agents: AgentsSettings
     prompts_dir: Path
     sources: tuple[str, ...] = ()
@@ -997,6 +1053,8 @@ def _message(detail: ErrorDetails, model: type[BaseModel]) -> str:
         return f"{simple[kind]} (got {_shown(value)})"
     if kind == "greater_than_equal":
         return f"must be at least {ctx['ge']} (got {_shown(value)})"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx['le']} (got {_shown(value)})"
     if kind == "string_too_short":
         return "must not be empty"
     if kind == "string_too_long":

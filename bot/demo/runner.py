@@ -24,7 +24,7 @@ lanes then has a `host` column: which worker ran each lane's last attempt.
 With `keep`, the dashboard is on (the sandbox App's OAuth client, as `lanebot setup` leaves it), and
 the demo prints its address and the sandbox login to sign in as (`dashboard_lines`). With
 `screenshots` DIR, the dashboard is on too, and after the run headless Chromium signs in and saves
-DIR/runs.png and DIR/run.png (bot/demo/screenshots.py); then everything stops.
+DIR/runs.png, DIR/run.png and DIR/time.png (bot/demo/screenshots.py); then everything stops.
 """
 
 from __future__ import annotations

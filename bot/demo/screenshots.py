@@ -3,8 +3,8 @@
 After the demo's run, Chromium (Debian's `chromium`, at /usr/bin/chromium or on PATH) driven by
 Playwright (the pip package, given that browser's path: Playwright downloads no browser here) signs
 in through the sandbox as a person who can read the demo's repository, and saves the runs list as
-DIR/runs.png and the run's page as DIR/run.png, each 1280x800. `chromium_path` says clearly what is
-missing before the demo starts.
+DIR/runs.png and the run's page as DIR/run.png, each 1280x800, and that page's timelines as
+DIR/time.png. `chromium_path` says clearly what is missing before the demo starts.
 """
 
 from __future__ import annotations
@@ -42,13 +42,14 @@ def chromium_path() -> str:
 
 def take_screenshots(lanebot_url: str, login: str, folder: Path) -> list[Path]:
     """Sign in to lanebot's dashboard at `lanebot_url` as `login` and save folder/runs.png (the runs
-    list) and folder/run.png (the newest run's page). The paths written."""
+    list) folder/run.png (the newest run's page) and folder/time.png (that page's timelines,
+    planned and as it happened). The paths written."""
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
     chromium = chromium_path()
     folder.mkdir(parents=True, exist_ok=True)
-    runs_png, run_png = folder / "runs.png", folder / "run.png"
+    runs_png, run_png, time_png = folder / "runs.png", folder / "run.png", folder / "time.png"
     step = "starting Chromium"
     try:
         with sync_playwright() as playwright:
@@ -71,8 +72,10 @@ def take_screenshots(lanebot_url: str, login: str, folder: Path) -> list[Path]:
                 page.wait_for_url(f"{lanebot_url}/dashboard/runs/*")
                 page.wait_for_selector("tr.lane")
                 page.screenshot(path=str(run_png))
+                step = "the run's timelines"
+                page.locator("section[aria-labelledby=time-heading]").screenshot(path=str(time_png))
             finally:
                 browser.close()
     except PlaywrightError as error:
         raise ScreenshotFailed(f"{step}: {error}") from error
-    return [runs_png, run_png]
+    return [runs_png, run_png, time_png]

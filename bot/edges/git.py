@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import fcntl
 import logging
 import os
@@ -37,6 +38,8 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bot.core.diffstat import FileChange, from_numstat_z
+from bot.core.refnames import is_valid_ref_name
 from bot.edges.private import private_dir
 
 logger = logging.getLogger(__name__)
@@ -68,6 +71,13 @@ CONTROLLED_ENV = re.compile(
 LOW_SPEED_LIMIT = "1000"
 LOW_SPEED_TIME_S = "60"
 LOCK_POLL_S = 0.05
+# For commits and merges in worktrees: the mirror's `git maintenance run --auto` (gc --auto) is
+# left to `fetch`, which every lane and every merge round starts with, rather than run after
+# each of them as well.
+NO_AUTO_MAINTENANCE = ("-c", "maintenance.auto=false")
+# A worktree's checkout waits on the disk for each file it creates, not on a core: several
+# `checkout--worker`s keep several creations in flight (docs/benchmarks.md, issue 17).
+PARALLEL_CHECKOUT = ("-c", "checkout.workers=4")
 STDERR_TAIL_LINES = 20
 STDERR_TAIL_CHARS = 2000
 HIDDEN = "***"
@@ -319,6 +329,16 @@ def _refuse_option(value: str, what: str) -> None:
 
 
 _TASK_LOCKS: dict[Path, asyncio.Lock] = {}
+# Per mirror, in this process: fetches begun and the ticket of the last that succeeded.
+_FETCHES_BEGUN: dict[Path, int] = {}
+_FETCHES_DONE: dict[Path, int] = {}
+# Per mirror: the config file's stamp when its remote URL was last found (or set) to be this URL.
+_URL_CHECKED: dict[Path, tuple[tuple[int, int, int], str]] = {}
+
+
+def _config_stamp(repo: Path) -> tuple[int, int, int]:
+    status = (repo / "config").stat()
+    return (status.st_ino, status.st_size, status.st_mtime_ns)
 
 
 @asynccontextmanager
@@ -378,10 +398,16 @@ class Mirror:
             await self._ensure_locked()
 
     async def fetch(self) -> None:
-        """Bring every branch and tag of the remote into the mirror, pruning what the remote deleted."""
+        """Bring every branch and tag of the remote into the mirror, pruning what the remote deleted.
+        A fetch that began after this call and succeeded while it waited for the lock serves it too."""
+        asked_after = _FETCHES_BEGUN.get(self.path, 0)
         async with self._locked():
+            if _FETCHES_DONE.get(self.path, 0) > asked_after:
+                return
+            ticket = _FETCHES_BEGUN[self.path] = _FETCHES_BEGUN.get(self.path, 0) + 1
             if not await self._ensure_locked():
                 await self._fetch_locked(self.path)
+            _FETCHES_DONE[self.path] = ticket
 
     async def resolve(self, ref: str) -> str:
         """The commit sha of `ref`: a branch on the remote as last fetched, else a commit sha."""
@@ -394,21 +420,47 @@ class Mirror:
         listing = await git("ls-tree", "-r", "-z", "--name-only", sha, cwd=self.path)
         return _nul_separated(listing.stdout)
 
+    async def first_parent_merges(self, base: str, head: str) -> list[tuple[str, str]]:
+        """(sha, subject) of each merge commit on `head`'s first-parent chain since `base`, oldest first."""
+        base_sha, head_sha = await self.resolve(base), await self.resolve(head)
+        listing = await git(
+            "log",
+            "--first-parent",
+            "--merges",
+            "--reverse",
+            "-z",
+            "--format=%H %s",
+            f"{base_sha}..{head_sha}",
+            cwd=self.path,
+        )
+        return [
+            (sha, subject) for sha, _, subject in (entry.partition(" ") for entry in _nul_separated(listing.stdout))
+        ]
+
     async def add_worktree(self, path: Path, *, branch: str, start: str, reset: bool = True) -> Worktree:
         """A worktree at `path` on the local branch `branch`, created at `start`. With `reset`, an
         existing `branch` is moved to `start`; without, an existing `branch` is checked out where
         it is. Whatever a crashed attempt left at `path` is removed first."""
         await self._ready()
-        await self._check_branch_name(branch)
+        self._check_branch_name(branch)
         # Under the mirror's lock: another lane's `worktree prune`, or a fetch, must not meet a
         # worktree half made.
         async with self._locked():
             sha = await self._resolve(start)
             path = await self._clear_for_worktree(path)
             if not reset and await self._has_local_branch(branch):
-                await git("worktree", "add", str(path), branch, cwd=self.path)
+                await git(*PARALLEL_CHECKOUT, "worktree", "add", str(path), branch, cwd=self.path)
             else:
-                await git("worktree", "add", "-B" if reset else "-b", branch, str(path), sha, cwd=self.path)
+                await git(
+                    *PARALLEL_CHECKOUT,
+                    "worktree",
+                    "add",
+                    "-B" if reset else "-b",
+                    branch,
+                    str(path),
+                    sha,
+                    cwd=self.path,
+                )
         return Worktree(path=path, branch=branch, mirror=self)
 
     async def checkout(self, path: Path, ref: str) -> Worktree:
@@ -417,7 +469,7 @@ class Mirror:
         async with self._locked():
             sha = await self._resolve(ref)
             path = await self._clear_for_worktree(path)
-            await git("worktree", "add", "--detach", str(path), sha, cwd=self.path)
+            await git(*PARALLEL_CHECKOUT, "worktree", "add", "--detach", str(path), sha, cwd=self.path)
         return Worktree(path=path, branch=None, mirror=self)
 
     async def remove_worktree(self, path: Path) -> None:
@@ -431,10 +483,21 @@ class Mirror:
             await self._remove_worktree_locked(path)
 
     async def _remove_worktree_locked(self, path: Path) -> None:
-        await git("worktree", "remove", "--force", "--force", str(path), cwd=self.path, check=False)
+        # What `git worktree remove --force --force` does (the folder, then its bookkeeping),
+        # without its process; `git worktree prune` only when some other worktree vanished.
         if path.exists() or path.is_symlink():
             await asyncio.to_thread(shutil.rmtree, path)
-        await git("worktree", "prune", cwd=self.path)
+        for entry in self._admin_entries_of(path):
+            await asyncio.to_thread(shutil.rmtree, entry, ignore_errors=True)
+        with contextlib.suppress(OSError):  # as git leaves it: no `worktrees` folder once empty
+            (self.path / "worktrees").rmdir()
+        if any(_prunable(entry) for entry in _admin_entries(self.path)):
+            await git("worktree", "prune", cwd=self.path)
+
+    def _admin_entries_of(self, path: Path) -> list[Path]:
+        """The mirror's bookkeeping folders (`worktrees/<id>`) of the worktree at `path`."""
+        dot_git = {str(path / ".git"), os.path.realpath(path / ".git")}
+        return [entry for entry in _admin_entries(self.path) if _gitdir(entry) in dot_git]
 
     async def credentials(self) -> Credentials | None:
         """The provider's credentials, scoped to this mirror's remote URL."""
@@ -472,13 +535,19 @@ class Mirror:
             await git("config", "--add", f"remote.{REMOTE}.fetch", refspec, cwd=building)
         await self._fetch_locked(building)
         building.rename(self.path)
+        _URL_CHECKED[self.path] = (_config_stamp(self.path), self.remote_url)
         logger.info("created the mirror of %s at %s", self.repository, self.path)
         return True
 
     async def _set_remote_url(self, repo: Path) -> None:
+        # git rewrites its config file by renaming a new one over it, so an unchanged inode,
+        # size and mtime mean the URL this process last saw or set there is still the one.
+        if _URL_CHECKED.get(repo) == (_config_stamp(repo), self.remote_url):
+            return
         current = await git("config", "--get", f"remote.{REMOTE}.url", cwd=repo, check=False)
         if current.stdout.strip() != self.remote_url:
             await git("config", f"remote.{REMOTE}.url", self.remote_url, cwd=repo)
+        _URL_CHECKED[repo] = (_config_stamp(repo), self.remote_url)
 
     async def _fetch_locked(self, repo: Path) -> None:
         await self._drop_half_added_worktrees(repo)
@@ -496,8 +565,7 @@ class Mirror:
         """Remove worktrees whose HEAD names no commit of the mirror. `git worktree add` writes a
         placeholder HEAD before its checkout; a process killed in between leaves one behind, and
         every later fetch then fails ("bad object worktrees/<name>/HEAD")."""
-        admin = repo / "worktrees"
-        for entry in sorted(admin.iterdir()) if admin.is_dir() else ():
+        for entry in _admin_entries(repo):
             head = (entry / "HEAD").read_text(errors="replace").strip() if (entry / "HEAD").is_file() else ""
             if head.startswith("ref: "):
                 continue
@@ -505,7 +573,7 @@ class Mirror:
                 found = await git("cat-file", "-e", f"{head}^{{commit}}", cwd=repo, check=False)
                 if found.returncode == 0:
                     continue
-            gitdir = (entry / "gitdir").read_text(errors="replace").strip() if (entry / "gitdir").is_file() else ""
+            gitdir = _gitdir(entry)
             logger.warning(
                 "removing the worktree %s of %s: a killed `git worktree add` left its HEAD at %r",
                 entry.name,
@@ -521,19 +589,25 @@ class Mirror:
         candidates = [f"refs/remotes/{REMOTE}/{ref}"]
         if _HEX.fullmatch(ref):
             candidates.append(ref)
-        for candidate in candidates:
-            found = await git("rev-parse", "--quiet", "--verify", f"{candidate}^{{commit}}", cwd=self.path, check=False)
-            if found.returncode == 0:
-                return found.stdout.strip()
+        # One `cat-file --batch-check` answers for every candidate, in order; a line break would
+        # split a name in two, and no ref or sha holds one.
+        if not any(c in ref for c in "\n\r"):
+            lookup = "".join(f"{candidate}^{{commit}}\n" for candidate in candidates)
+            found = await git(
+                "cat-file", "--batch-check=%(objecttype) %(objectname)", cwd=self.path, input=lookup.encode()
+            )
+            for answer in found.stdout.splitlines():
+                kind, _, sha = answer.partition(" ")
+                if kind == "commit" and _FULL_SHA.fullmatch(sha):
+                    return sha
         raise RefNotFound(
             f"{ref!r} is neither a branch of {self.repository} as last fetched into {self.path} nor a "
             "commit there; fetch() first, and name a branch as on the remote (e.g. 'main') or a commit sha"
         )
 
-    async def _check_branch_name(self, branch: str) -> None:
+    def _check_branch_name(self, branch: str) -> None:
         _refuse_option(branch, "branch name")
-        valid = await git("check-ref-format", f"refs/heads/{branch}", cwd=self.path, check=False)
-        if valid.returncode != 0:
+        if not is_valid_ref_name(f"refs/heads/{branch}"):
             raise ValueError(f"{branch!r} is not a valid git branch name")
 
     async def _has_local_branch(self, branch: str) -> bool:
@@ -572,10 +646,23 @@ class Worktree:
         `files_with_conflict_markers` first, since staging hides unresolved conflicts."""
         await self._git("add", "--all")
         merging = await self._merge_in_progress()
-        unchanged = await self._git("diff", "--cached", "--quiet", check=False)
-        if unchanged.returncode == 0 and not merging:
-            return None
-        await self._git("commit", "--quiet", "--no-verify", "--file=-", env=identity.env(), input=message.encode())
+        commit = await self._git(
+            *NO_AUTO_MAINTENANCE,
+            "-c",
+            "status.showUntrackedFiles=no",  # what a commit with nothing staged prints, unread
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "--file=-",
+            env=identity.env(),
+            input=message.encode(),
+            check=False,
+        )
+        if commit.returncode != 0:
+            unchanged = await self._git("diff", "--cached", "--quiet", check=False)
+            if unchanged.returncode == 0 and not merging:
+                return None
+            raise GitError(commit.argv, commit.returncode, commit.stderr, cwd=self.path, stdout=commit.stdout)
         return await self.head()
 
     async def changed_paths(self, base: str) -> list[str]:
@@ -584,12 +671,20 @@ class Worktree:
         diff = await self._git("diff", "--name-only", "-z", "--no-renames", f"{base_sha}...HEAD")
         return _nul_separated(diff.stdout)
 
+    async def diff_stat(self, base: str) -> list[FileChange]:
+        """Each path committed on this branch since it left `base`, with its lines added and
+        deleted (a rename counts as both paths): `changed_paths` with the counts, in one process."""
+        base_sha = await self.mirror.resolve(base)
+        diff = await self._git("diff", "--numstat", "-z", "--no-renames", f"{base_sha}...HEAD")
+        return from_numstat_z(diff.stdout)
+
     async def merge_no_ff(self, branch_or_sha: str, message: str, identity: Identity) -> MergeResult:
         """Merge `branch_or_sha` with a merge commit carrying exactly `message`. On a conflict the
         merge stays in progress (for a resolver, or `abort_merge`) and the result names the
         conflicted paths. Already merged: ok, with the current head and no new commit."""
         sha = await self.mirror.resolve(branch_or_sha)
         merge = await self._git(
+            *NO_AUTO_MAINTENANCE,
             "merge",
             "--no-ff",
             "--no-edit",
@@ -607,6 +702,12 @@ class Worktree:
         if conflicted:
             return MergeResult(ok=False, sha=None, conflicted=tuple(conflicted))
         raise GitError(merge.argv, merge.returncode, merge.stderr, cwd=self.path, stdout=merge.stdout)
+
+    async def move_to(self, ref: str) -> None:
+        """Put this detached worktree at `ref`, as a fresh checkout of it: what a command left goes."""
+        sha = await self.mirror.resolve(ref)
+        await self._git("checkout", "--quiet", "--force", "--detach", sha)
+        await self._git("clean", "-d", "--force", "--quiet", "-x")
 
     async def abort_merge(self) -> None:
         """Abandon a merge in progress, restoring the tree as it was; nothing to do if none is."""
@@ -629,7 +730,7 @@ class Worktree:
         """Push local `branch` to the same branch on the remote as the installation. With `expected`
         the push replaces the remote branch only if it is still at that sha ('' for: does not
         exist yet); with `force` alone it replaces whatever is there."""
-        await self.mirror._check_branch_name(branch)
+        self.mirror._check_branch_name(branch)
         ref = f"refs/heads/{branch}"
         options = []
         if expected is not None:
@@ -653,6 +754,11 @@ class Worktree:
         return await git(*args, cwd=self.path, env=env, check=check, input=input, credentials=credentials)
 
     async def _merge_in_progress(self) -> bool:
+        # `git commit` and `git merge --abort` look for this file; read from the mirror's
+        # bookkeeping, not from the worktree's `.git` file, which the agent can rewrite.
+        entries = self.mirror._admin_entries_of(self.path)
+        if len(entries) == 1:
+            return (entries[0] / "MERGE_HEAD").is_file()
         found = await self._git("rev-parse", "--quiet", "--verify", "MERGE_HEAD", check=False)
         return found.returncode == 0
 
@@ -666,6 +772,29 @@ class Worktree:
         if relative.is_absolute() or ".." in relative.parts:
             raise ValueError(f"path {path!r} is not a relative path inside the worktree {self.path}")
         return self.path / relative
+
+
+def _admin_entries(repo: Path) -> list[Path]:
+    admin = repo / "worktrees"
+    return sorted(admin.iterdir()) if admin.is_dir() else []
+
+
+def _gitdir(entry: Path) -> str:
+    """Where the worktree of bookkeeping folder `entry` has its `.git` file, as git wrote it."""
+    try:
+        return (entry / "gitdir").read_text(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _prunable(entry: Path) -> bool:
+    """Whether `git worktree prune` would remove `entry`: not locked, and its worktree is gone."""
+    if not entry.is_dir():
+        return True
+    if (entry / "locked").exists():
+        return False
+    gitdir = _gitdir(entry)
+    return not gitdir or not os.path.exists(gitdir)
 
 
 def _has_conflict_marker(file: Path) -> bool:

@@ -108,6 +108,10 @@ class Settings:
     # OAuth callback is built on it, and its cookie is Secure when it is https. Empty: GitHub uses the App's
     # callback URL, and the cookie is Secure when the request came over https.
     public_url: str = ""
+    # A relay channel to receive webhooks through, for a lanebot GitHub cannot reach (LANEBOT_WEBHOOK_PROXY_URL,
+    # or Probot's WEBHOOK_PROXY_URL; e.g. https://smee.io/AbC123); `webhook_proxy_setting` names the one read.
+    webhook_proxy_url: str = ""
+    webhook_proxy_setting: str = ""
 
     @classmethod
     def load(
@@ -151,6 +155,7 @@ class Settings:
             lease_ttl=reader.seconds("LANEBOT_LEASE_TTL", 60.0),
             **_oauth_client(reader),
             public_url=_public_url(reader),
+            **_webhook_proxy(reader),
         )
         if problems:
             raise SettingsError(problems)
@@ -439,3 +444,24 @@ def _public_url(reader: _Reader) -> str:
         reader.problem(name, f"{name} must be an http(s) URL such as https://lanebot.example.com, not {value!r}")
         return ""
     return value
+
+
+WEBHOOK_PROXY_SETTINGS = ("LANEBOT_WEBHOOK_PROXY_URL", "WEBHOOK_PROXY_URL")  # lanebot's name wins
+
+
+def webhook_proxy_setting(values: Mapping[str, str]) -> tuple[str, str]:
+    """(the setting's name, its value): LANEBOT_WEBHOOK_PROXY_URL, else Probot's WEBHOOK_PROXY_URL, else ("", "")."""
+    for name in WEBHOOK_PROXY_SETTINGS:
+        value = values.get(name, "").strip()
+        if value:
+            return name, value
+    return "", ""
+
+
+def _webhook_proxy(reader: _Reader) -> dict[str, str]:
+    """The relay channel's URL: an http(s) URL with a host, or nothing."""
+    name, value = webhook_proxy_setting(reader.values)
+    if value and not re.fullmatch(r"https?://[^/?#\s]+(?:/[^#\s]*)?", value):
+        reader.problem(name, f"{name} must be a channel URL such as https://smee.io/AbC123 (from https://smee.io/new)")
+        return {"webhook_proxy_url": "", "webhook_proxy_setting": ""}
+    return {"webhook_proxy_url": value, "webhook_proxy_setting": name}

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from bot.core.budget import Spent
 from bot.core.commands import COMMANDS
 from bot.core.graph import Problem
 from bot.core.lifecycle import RunState, available_actions, describe_state
@@ -30,8 +31,8 @@ _PROBLEM_CHARS = 1_000
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 
 
-def _valid_now(state: RunState | str | None) -> Escaped:
-    return Escaped(", ".join(code_span(COMMANDS[name].usage) for name in available_actions(state)))
+def _valid_now(state: RunState | str | None, *, held: bool = False) -> Escaped:
+    return Escaped(", ".join(code_span(COMMANDS[name].usage) for name in available_actions(state, held=held)))
 
 
 def render_refusal(
@@ -41,8 +42,10 @@ def render_refusal(
     state: RunState | str | None,
     *,
     marker_text: str | None = None,
+    held: bool = False,
 ) -> str:
-    """`@login: `/approve`: reason. Valid now: ...`, the answer to a refused or invalid command.
+    """`@login: `/approve`: reason. Valid now: ...`, the answer to a refused or invalid command
+    (`held`: the run carries a hold, so `/unhold` is valid rather than `/hold`).
 
     `reason` is escaped unless it is `Escaped` already. `marker_text` (from `marker`) goes first
     when the caller needs to find this answer again.
@@ -52,7 +55,7 @@ def render_refusal(
     quoted = code_span(shorten(command_line.strip(), _COMMAND_QUOTED))
     why = markdown_text(shorten(reason, _REASON_CHARS)) if not isinstance(reason, Escaped) else reason
     head = f"{marker_text}\n" if marker_text else ""
-    valid = f"Valid now, for {describe_state(state)}: {_valid_now(state)}."
+    valid = f"Valid now, for {describe_state(state)}: {_valid_now(state, held=held)}."
     return f"{head}@{login}: {quoted}: {why.rstrip('.')}. {valid}\n"
 
 
@@ -100,8 +103,11 @@ def render_status(
     error: str | None = None,
     now: datetime | None = None,
     marker_text: str | None = None,
+    held: bool = False,
+    spent: Spent | None = None,
 ) -> str:
-    """The answer to `/status`: the run's state, its plan revisions, its PR, and its lanes."""
+    """The answer to `/status`: the run's state, its plan revisions, its PR, what its sessions
+    spent, and its lanes (`held`: the run carries a hold; the commands valid now say so)."""
     head = f"{marker_text}\n" if marker_text else ""
     if run_id is None or state is None:
         return f"{head}This issue has no lanebot run. Valid now: {_valid_now(None)}.\n"
@@ -113,9 +119,11 @@ def render_status(
     if pr_number:
         facts.append(f"pull request #{pr_number}")
     lines = [head + " · ".join(facts) + "."]
+    if spent is not None:
+        lines += ["", f"**Spent:** {markdown_text(spent.describe())} in all."]
     if error:
         lines += ["", defuse(code_block(shorten_tail(error, 2_000)))]
-    tail = f"\nValid now: {_valid_now(state)}.\n"
+    tail = f"\nValid now: {_valid_now(state, held=held)}.\n"
     budget = COMMENT_LIMIT - sum(len(line) + 1 for line in lines) - len(tail) - 2
     if lanes:
         lines += ["", lane_checklist(lanes, now=now, budget=budget).rstrip("\n")]

@@ -11,6 +11,7 @@ lets a completed check run go back to in progress, so a retry reports on a new c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from bot.core.checks import RERUN_VERIFY, RETRY_LANE, TITLE_LIMIT, CheckReport, fit_summary
 from bot.core.text import code_block, code_span, defuse, markdown_text, shorten
@@ -55,6 +56,17 @@ def lane_report(
     return CheckReport(conclusion, title, "\n\n".join(parts), actions)
 
 
+@dataclass(frozen=True)
+class CulpritNote:
+    """What a failed verify's bisection found (bot.core.bisect): `finding`, one sentence; verify's
+    output on the first commit it fails on; the culprit lane's check run, and the lane to retry."""
+
+    finding: str
+    output: str
+    check_url: str | None = None
+    retry_unit: str | None = None
+
+
 def verify_report(
     *,
     passed: bool,
@@ -63,9 +75,11 @@ def verify_report(
     reason: str | None,
     transcript: str | None,
     offer_rerun: bool = False,
+    culprit: CulpritNote | None = None,
 ) -> CheckReport:
     """The summary of one run of the repository's verify command. Pure. A failure after which no
-    repair is left (`offer_rerun`) offers the `Re-run verify` button."""
+    repair is left (`offer_rerun`) offers the `Re-run verify` button, unless its `culprit` names a
+    lane: then `/retry <unit>` is what moves the run on."""
     title = "verify passed" if passed else f"verify failed: {_plain(reason)}"
     parts = [f"**Command:** {code_span(command)}"]
     parts.append(
@@ -73,15 +87,32 @@ def verify_report(
         if output.strip()
         else "It printed nothing."
     )
+    if culprit is not None and not passed:
+        parts += _culprit_parts(culprit, blocked=offer_rerun)
     if transcript:
         parts.append(f"**Last session's transcript:** {code_span(transcript)} on the runner host.")
-    actions = (RERUN_VERIFY,) if offer_rerun and not passed else ()
+    actions = (RERUN_VERIFY,) if offer_rerun and not passed and not (culprit and culprit.retry_unit) else ()
     if actions:
         parts.append(
             "No repair is left, so the run is blocked: **Re-run verify** (or `/retry` on the issue) "
             "runs the integrate step and verify again."
         )
     return CheckReport("success" if passed else "failure", title, "\n\n".join(parts), actions)
+
+
+def _culprit_parts(culprit: CulpritNote, *, blocked: bool) -> list[str]:
+    finding = f"**What broke it:** {markdown_text(culprit.finding)}"
+    if culprit.check_url:
+        finding += f" ([its lane's check run]({culprit.check_url}))"
+    parts = [finding]
+    if culprit.output.strip():
+        parts.append("**The end of verify's output there:**\n\n" + defuse(code_block(_tail(culprit.output))))
+    if culprit.retry_unit and blocked:
+        parts.append(
+            f"No repair is left, so the run is blocked: {code_span(f'/retry {culprit.retry_unit}')} on the issue "
+            "redoes that lane from the joined branch, shown this failure, and integrates again."
+        )
+    return parts
 
 
 def rerun_note(*, requested_by: str, what: str, check_name: str, summary: str | None) -> tuple[str, str]:

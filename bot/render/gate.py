@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
+from bot.core.budget import BudgetCaps
 from bot.core.commands import COMMANDS
 from bot.core.graph import Graph, SessionBudget, Unit
 from bot.core.hiding import made_visible
@@ -176,12 +177,17 @@ class _GateFacts(TypedDict):
     max_lanes: int
     session_bound: int
     session_parts: Escaped
+    cost_caps: Escaped | None  # `budget.*` in words; None: no cap
     questions: list[tuple[Escaped, Escaped]]
     commands: Sequence[tuple[Escaped, Escaped]]  # usage and description
     unjailed: Escaped | None  # the warning that lanes will run without a jail
     units: list[dict[str, Escaped]]  # each unit's whole text: what its lane runs and is told
     verify: Escaped  # the repository's verify, whole
+    setup: Escaped | None  # the repository's lane set-up and tear-down, whole; None when it has none
+    teardown: Escaped | None
 
+
+NO_CAPS = BudgetCaps()
 
 UNJAILED_WARNING = Escaped(
     "> **Warning:** this lanebot runs agents, checks and verify without a jail (`LANEBOT_UNJAILED=1`): "
@@ -227,12 +233,15 @@ def render_gate(
     verify: str,
     superseded_by: int | None = None,
     unjailed: bool = False,
+    setup: str = "",
+    teardown: str = "",
+    cost_caps: BudgetCaps = NO_CAPS,
 ) -> str:
     """The gate comment for one plan revision, under GitHub's 65,536-character limit; raises
     GateTooLarge when the plan's whole text (and `verify`, the repository's) cannot fit.
 
     `unjailed` (the operator set LANEBOT_UNJAILED=1) adds a one-line warning that the lanes will
-    run without a jail.
+    run without a jail. `cost_caps` (`budget.*`) are shown beside the session bound.
 
     A hand-written plan shows no planner sessions in the bound: none ran, and a `/replan`
     posts a new gate comment with its own bound. With `superseded_by`, the comment says so
@@ -259,6 +268,9 @@ def render_gate(
         superseded_by=superseded_by,
         unjailed=unjailed,
         verify=verify,
+        setup=setup,
+        teardown=teardown,
+        cost_caps=cost_caps,
     )
 
     rows = [_row(unit) for unit in graph.units]
@@ -342,6 +354,9 @@ def _gate_facts(
     superseded_by: int | None,
     unjailed: bool,
     verify: str,
+    setup: str,
+    teardown: str,
+    cost_caps: BudgetCaps,
 ) -> _GateFacts:
     critical = graph.critical_path()
     return {
@@ -365,11 +380,18 @@ def _gate_facts(
         "max_lanes": max_lanes,
         "session_bound": graph.session_bound(budget),
         "session_parts": _session_parts(graph, budget),
+        "cost_caps": markdown_text(cost_caps.describe()) if cost_caps.describe() else None,
         "questions": [(Escaped(q), Escaped(why)) for q, why in _QUESTIONS],
         "commands": () if superseded_by else _command_lines(state),
         "unjailed": UNJAILED_WARNING if unjailed else None,
         "units": [_whole_unit(unit, issue_number) for unit in graph.units],
         "verify": shown_whole("The repository's verify, run with `sh` after every lane merged", verify, "sh"),
+        "setup": shown_whole("Run with `sh` in each lane's new worktree before its agent (`build.setup`)", setup, "sh")
+        if setup.strip()
+        else None,
+        "teardown": shown_whole("Run with `sh` after each lane attempt (`build.teardown`)", teardown, "sh")
+        if teardown.strip()
+        else None,
     }
 
 

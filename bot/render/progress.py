@@ -12,6 +12,9 @@ lane that has one, once the run's lanes ran on more than one host or on a host t
 machine writing the comment (`lanebot serve`'s); never when every lane ran there (the embedded
 executor), where it would say nothing. The same rule holds for the comment and for `/status`. A
 host name is the operator's, shown as a code span all the same.
+
+A run that waits says why (`wait_line`, one line per `bot.core.waiting` reason): held by whom,
+since when and why; lanes waiting for a slot; GitHub's rate limit until when.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from bot.core.budget import Spent
 from bot.core.commands import COMMANDS
 from bot.core.lifecycle import RunState, available_actions
 from bot.core.scheduler import LaneState
@@ -36,6 +40,7 @@ from bot.core.text import (
     shorten,
     shorten_tail,
 )
+from bot.core.waiting import Held, NoLaneSlot, RateLimited, WaitReason
 from bot.render.templates import render_template
 
 __all__ = [
@@ -47,12 +52,14 @@ __all__ = [
     "render_progress",
     "shows_hosts",
     "shows_state",
+    "wait_line",
 ]
 
 FAILURE_LINES = 40  # lines of a failure shown under a blocked lane
 FAILURE_CHARS = 4_000
 _TITLE_CHARS = 200
 _HOST_CHARS = 64
+_HOLD_REASON_CHARS = 300
 
 _STATE_WORDS = {
     LaneState.PENDING: "waiting",
@@ -78,6 +85,7 @@ class LaneView:
     failure: str | None = None  # the last attempt's failure, as the lane recorded it
     host: str | None = None  # the host of the lane's latest session (AgentSession.host); None before one
     host_is_here: bool = False  # that host is the machine that writes the comment (lanebot serve's)
+    spent: Spent | None = None  # what the lane's sessions (attempts, resolver) used; None before one
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", LaneState(self.state))
@@ -102,6 +110,26 @@ class RateLimitNote:
         return Escaped(
             f"GitHub's rate limit held this run up {times}, {format_duration(self.seconds)} in all (last until {until})."
         )
+
+
+def wait_line(reason: WaitReason) -> Escaped:
+    """One line saying why the run waits. The holder is named without a mention (no one is pinged
+    by an edit of the comment) and the reason they gave is untrusted text."""
+    if isinstance(reason, Held):
+        why = f": {markdown_text(shorten(reason.reason, _HOLD_REASON_CHARS))}" if reason.reason else ""
+        return Escaped(
+            f"**Held** by {markdown_text('@' + reason.by)} since {reason.since:%Y-%m-%d %H:%M} UTC{why}. "
+            f"No new agent session starts until {code_span('/unhold')}; the running ones finish."
+        )
+    if isinstance(reason, NoLaneSlot):
+        names = ", ".join(code_span(unit) for unit in reason.units)
+        lanes = "lane runs" if reason.max_lanes == 1 else "lanes run"
+        return Escaped(
+            f"**Waiting** for a lane slot: {names} may start, but {reason.max_lanes} {lanes} already "
+            f"({code_span('build.max_lanes')})."
+        )
+    assert isinstance(reason, RateLimited)
+    return Escaped(f"**Waiting** for GitHub's rate limit until {reason.until:%H:%M} UTC.")
 
 
 def shows_state(body: str, run_id: int, state: RunState | str) -> bool:
@@ -149,6 +177,8 @@ def _lane_line(lane: LaneView, now: datetime | None, *, host: bool = False) -> s
         parts.append(duration)
     if host and lane.host:
         parts.append(Escaped(f"on {code_span(shorten(lane.host, _HOST_CHARS))}"))
+    if lane.spent is not None:
+        parts.append(markdown_text(lane.spent.describe()))
     parts.append(Escaped(f"branch {code_span(lane.branch)}"))
     tick = "x" if state is LaneState.MERGED else " "
     title = markdown_text(shorten(lane.title, _TITLE_CHARS))
@@ -183,12 +213,16 @@ def render_progress(
     *,
     now: datetime | None = None,
     rate_limit: RateLimitNote | None = None,
+    spent: Spent | None = None,
+    waits: Sequence[WaitReason] = (),
+    held: bool = False,
 ) -> str:
     """The progress comment for a run, under GitHub's 65,536-character limit.
 
     `wall_clock_s` is the time since the first lane started; `sum_of_lanes_s` the time all
     lanes took together. `now` lets running lanes show how long they have run; `rate_limit` what
-    GitHub's rate limit cost the run. When the run
+    GitHub's rate limit cost the run; `spent` what all its sessions used (tokens, cost); `waits`
+    why it waits now (`held`: it carries a hold, so the commands offer `/unhold`). When the run
     is blocked, every failed lane shows the tail of its failure, and `blocked_reason` (a
     conflict, an integrate failure) says the rest.
     """
@@ -206,10 +240,12 @@ def render_progress(
         "wall_clock": None if wall_clock_s is None else format_duration(wall_clock_s),
         "sum_of_lanes": None if sum_of_lanes_s is None else format_duration(sum_of_lanes_s),
         "speedup": _speedup(wall_clock_s, sum_of_lanes_s),
+        "spent": markdown_text(spent.describe()) if spent is not None else None,
         "blocked": run_state is RunState.BLOCKED,
-        "commands": [code_span(COMMANDS[name].usage) for name in available_actions(run_state)],
+        "commands": [code_span(COMMANDS[name].usage) for name in available_actions(run_state, held=held)],
         "hidden_failures": 0,
-        "rate_limit": rate_limit.line() if rate_limit else None,
+        "rate_limit": rate_limit.line() if rate_limit and not _says_rate_limit(waits) else None,
+        "waits": [wait_line(reason) for reason in waits],
     }
     failed = [lane for lane in lanes if LaneState(lane.state) is LaneState.FAILED]
     for tail_chars in (FAILURE_CHARS, 1_000, 0):
@@ -224,6 +260,11 @@ def render_progress(
     context["failures"] = [{**_failure(lane, 0), "tail": None} for lane in failed[:50]]
     context["hidden_failures"] = max(0, len(failed) - 50)
     return render_template("progress.md.j2", **context, checklist=Escaped(""))
+
+
+def _says_rate_limit(waits: Sequence[WaitReason]) -> bool:
+    """A wait for the rate limit is said among the waits; the note would say it twice."""
+    return any(isinstance(reason, RateLimited) for reason in waits)
 
 
 def _speedup(wall_clock_s: float | None, sum_of_lanes_s: float | None) -> Escaped | None:

@@ -2,8 +2,8 @@
 
 The body is the integrator's text (from `.lanebot/pr.md`, defused and cut to fit), then how lanebot
 built the change: the lanes in a table, the unit graph as Mermaid, the wall-clock against the lanes
-one after the other, the sessions it took, and `Closes #<issue>`, all under GitHub's 65,536-character
-cap. The integrator's text and title and the plan's unit titles are untrusted (bot.core.text.defuse):
+one after the other, the sessions it took and what they spent (tokens, cost), and `Closes #<issue>`,
+all under GitHub's 65,536-character cap. The integrator's text and title and the plan's unit titles are untrusted (bot.core.text.defuse):
 they mention no one, close and reference no issue, and cannot reach lanebot's section; the one
 closing keyword that works is lanebot's own `Closes #<issue>`.
 """
@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bot.core.budget import Spent
 from bot.core.graph import Graph
 from bot.core.text import COMMENT_LIMIT, cell_code, code_block, defuse, format_duration, markdown_cell, one_line
 from bot.render.gate import mermaid_flowchart
@@ -58,6 +59,7 @@ class LaneSummary:
     duration_s: float | None  # the time its attempts ran, together
     attempts: int
     check_url: str | None
+    spent: Spent | None = None  # what its sessions used (tokens, cost)
 
 
 def pr_body(
@@ -71,9 +73,13 @@ def pr_body(
     wall_clock_s: float | None,
     sum_of_lanes_s: float | None,
     sessions: Mapping[str, int],
+    spent: Spent | None = None,
 ) -> str:
-    """The pull request's body: the integrator's text, then lanebot's section, under GitHub's cap."""
-    section = _generated_section(notes, issue_number, graph, lanes, schedule, wall_clock_s, sum_of_lanes_s, sessions)
+    """The pull request's body: the integrator's text, then lanebot's section, under GitHub's cap.
+    `spent`: what every session of the run used so far, the integrator's and verify's included."""
+    section = _generated_section(
+        notes, issue_number, graph, lanes, schedule, wall_clock_s, sum_of_lanes_s, sessions, spent
+    )
     text = _fitted(defuse(integrator_body.strip(), context="markdown"), PR_BODY_LIMIT - len(section) - 2)
     return f"{text}\n\n{section}" if text else section
 
@@ -101,6 +107,7 @@ def _generated_section(
     wall_clock_s: float | None,
     sum_of_lanes_s: float | None,
     sessions: Mapping[str, int],
+    spent: Spent | None,
 ) -> str:
     rounds = len(graph.rounds())
     parts = [
@@ -116,19 +123,25 @@ def _generated_section(
     if timing:
         parts.append(timing)
     parts.append(_sessions_line(sessions))
+    if spent is not None:
+        parts.append(f"**Spent:** {markdown_cell(spent.describe())} in all.")
     parts += [markdown_cell(note) for note in notes]
     parts.append(f"Closes #{issue_number}")
     return "\n\n".join(parts) + "\n"
 
 
 def _lane_table(lanes: Sequence[LaneSummary]) -> str:
-    rows = ["| Unit | Title | Lane branch | Round | Duration | Attempts | Check |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| Unit | Title | Lane branch | Round | Duration | Attempts | Spent | Check |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for lane in lanes:
         duration = format_duration(lane.duration_s) if lane.duration_s is not None else "–"
         check = f"[lanebot / {lane.unit_id}]({lane.check_url})" if lane.check_url else "–"
+        spent = markdown_cell(lane.spent.describe()) if lane.spent is not None else "–"
         rows.append(
             f"| {cell_code(lane.unit_id)} | {markdown_cell(lane.title)} | {cell_code(lane.branch)} | "
-            f"{lane.round} | {duration} | {lane.attempts} | {check} |"
+            f"{lane.round} | {duration} | {lane.attempts} | {spent} | {check} |"
         )
     return "\n".join(rows)
 

@@ -16,8 +16,11 @@ merge a crash interrupted is simply redone from there; nothing merges twice):
 `integrate_run` (the integrate job), after the last merge: one integrate session on the joined
 branch (it writes the PR's title and body to `.lanebot/pr.md`, which is never committed), then
 the repository's `integrate.verify` command (written to a file, run with `sh`) and, while it
-fails, up to `integrate.max_retries` repair sessions shown the failure. Each head verify ran on
-is pushed and gets a `lanebot / verify` check run; the last failed one offers `Re-run verify`.
+fails, up to `integrate.max_retries` repair sessions shown the failure. Its first failure
+bisects the lanes' merges for the one that broke it (bot.runner.culprit), which the repair
+prompt, the check run and the blocked run name; a blocked run fails that lane, for `/retry
+<unit>`. Each head verify ran on is pushed and gets a `lanebot / verify` check run; the last
+failed one offers `Re-run verify` (unless a lane is blamed: then `/retry <unit>` moves it on).
 Verify passing opens the pull request from `lanebot/<issue>` to the default branch (found first
 by its head branch, so a lost answer never makes a second one) and, with `review.enabled`, queues
 lanebot's own review of it (bot/runner/review/own.py); verify failing after the repairs blocks the run.
@@ -33,10 +36,11 @@ from typing import Any
 
 from gidgethub import BadRequest, GitHubBroken
 
+from bot.core.budget import Spent, lane_spent
 from bot.core.checks import VERIFY_CHECK, external_id
 from bot.core.ere import match_paths
 from bot.core.graph import Unit
-from bot.core.lifecycle import Event, RunState, transition
+from bot.core.lifecycle import Event, RunState, is_held, transition
 from bot.core.names import integration_branch, lane_branch, merge_message
 from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.edges.executor import Job
@@ -46,12 +50,16 @@ from bot.edges.github.checks import begin_check, finish_check
 from bot.edges.github.issues import split_repository
 from bot.edges.store import runs as store
 from bot.edges.store.models import AgentSession, Lane, utc_now
+from bot.render.base_update import UPDATE_HINT
 from bot.render.checks import verify_report
 from bot.render.prompts import render_prompt
 from bot.render.pull_request import PR_BODY_LIMIT, LaneSummary, pr_body, pr_title, split_pr_text
+from bot.runner.base_update import merge_base
+from bot.runner.budget import budget_stop_for
 from bot.runner.context import JobsContext, RunnerContext, RuntimeContext
-from bot.runner.jailing import JailRefused, agent_jail, command_jail, jail_problem
-from bot.runner.lanes import FailureKind, LaneFailure, ScriptResult, is_ancestor, remote_sha, run_script
+from bot.runner.culprit import Culprit, find_culprit, run_verify
+from bot.runner.jailing import JailRefused, agent_jail, jail_problem
+from bot.runner.lanes import FailureKind, LaneFailure, ScriptResult, is_ancestor, remote_sha
 from bot.runner.review import queue as review_queue
 from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
 from bot.runner.sessions import outcome_fields
@@ -71,6 +79,7 @@ PR_FILE = ".lanebot/pr.md"
 INTEGRATION_WORKTREE = "_integration"  # unit ids are slugs, which never start with "_"
 # How often a pull request is asked for when GitHub answers 5xx and none is open afterwards.
 PULL_ATTEMPTS = 3
+HOLD_POLL_S = 2.0  # how often a session that waits for `/unhold` looks at the run
 
 
 # --------------------------------------------------------------------------- merging
@@ -172,32 +181,9 @@ class _Merger:
             merged=claimants,
             paths=conflicted,
         )
-        result = await run_session(
-            self.rt,
-            kind="resolve",
-            lane_id=lane.id,
-            folder=unit.id,
-            prompt=prompt,
-            agent=self.rt.workflow.build.agent,
-            timeout=self.rt.workflow.build.timeout,
-            cwd=self.worktree.path,
+        return await resolve_conflicts(
+            self.rt, self.worktree, prompt=prompt, lane_id=lane.id, folder=unit.id, conflicted=conflicted
         )
-        if isinstance(result, str):
-            return f"the resolver could not run: {result}"
-        if not result.ok:
-            return f"the resolver failed: {result.error}"
-        marked = sorted(
-            set(await self.worktree.files_with_conflict_markers())
-            | set(await self.worktree.files_with_conflict_markers(conflicted))
-        )
-        if marked:
-            return f"the resolver left conflict markers in {', '.join(marked)}"
-        # lanebot stages what was resolved: in its jail the resolver's git cannot write the mirror's objects.
-        await git("add", "--all", "--", *conflicted, cwd=self.worktree.path)
-        unmerged = await self.worktree.unmerged_paths()
-        if unmerged:
-            return f"the resolver left {', '.join(unmerged)} unmerged"
-        return None
 
     async def _publish(self, held: list[Lane]) -> None:
         """Push the branch, then record `held` as merged (never before the push succeeded)."""
@@ -211,6 +197,50 @@ class _Merger:
         for lane in held:
             await db(store.set_lane_state, self.rt.engine, lane.id, "finished", "merged")
         held.clear()
+
+
+async def resolve_conflicts(
+    rt: Runtime,
+    worktree: Worktree,
+    *,
+    prompt: str,
+    lane_id: int | None,
+    folder: str,
+    conflicted: Sequence[str],
+    brief: str | None = None,
+) -> str | None:
+    """Run `build.agent` as the resolver of the merge in progress in `worktree`: None when its work
+    is accepted (staged, nothing unmerged, no conflict marker left), else why not. Lane merges and
+    base updates (bot.runner.base_update) both resolve through here."""
+    over_budget = await budget_stop_for(rt)
+    if over_budget is not None:
+        return f"no resolver started: the budget is reached, {over_budget}"
+    result = await run_session(
+        rt,
+        kind="resolve",
+        lane_id=lane_id,
+        folder=folder,
+        prompt=prompt,
+        agent=rt.workflow.build.agent,
+        timeout=rt.workflow.build.timeout,
+        cwd=worktree.path,
+        brief=brief,
+    )
+    if isinstance(result, str):
+        return f"the resolver could not run: {result}"
+    if not result.ok:
+        return f"the resolver failed: {result.error}"
+    marked = sorted(
+        set(await worktree.files_with_conflict_markers()) | set(await worktree.files_with_conflict_markers(conflicted))
+    )
+    if marked:
+        return f"the resolver left conflict markers in {', '.join(marked)}"
+    # lanebot stages what was resolved: in its jail the resolver's git cannot write the mirror's objects.
+    await git("add", "--all", "--", *conflicted, cwd=worktree.path)
+    unmerged = await worktree.unmerged_paths()
+    if unmerged:
+        return f"the resolver left {', '.join(unmerged)} unmerged"
+    return None
 
 
 async def fresh_integration_worktree(rt: Runtime, start: str) -> Worktree:
@@ -265,6 +295,7 @@ async def run_session(
     """One recorded agent session (resolve, integrate, verify repair, fix, review) in its jail
     (`agent_jail`): its result, or why it could not run (the jail refused included). `env` adds
     to the LANEBOT_* variables the agent is given."""
+    await _while_held(rt)
     session = await db(store.start_session, rt.engine, run_id=rt.run.id, kind=kind, lane_id=lane_id, host=host_name())
     session_id = session.id
     assert session_id is not None
@@ -289,6 +320,16 @@ async def run_session(
         raise
     await db(store.finish_session, rt.engine, session_id, **outcome_fields(result))
     return result
+
+
+async def _while_held(rt: Runtime) -> None:
+    """`/hold` stops new agent sessions, not the job that wants one: a resolver or a verify repair
+    waits here for `/unhold` (a `/cancel` meanwhile stops the job itself)."""
+    while True:
+        run = await db(store.get_run, rt.engine, rt.run.id)
+        if run is None or not is_held(run.state, run.held_at is not None):
+            return
+        await asyncio.sleep(HOLD_POLL_S)
 
 
 # --------------------------------------------------------------------------- integrate, verify, PR
@@ -316,6 +357,9 @@ class _Integration:
         self.notes: list[str] = []
         self.worktree: Worktree | None = None
         self.verify_runs = 0
+        self.culprit: Culprit | None = None  # what bisecting the merges found when verify first failed
+        self.culprit_sought = False
+        self.over_budget: str | None = None  # why the budget let no repair session start
 
     async def run(self) -> None:
         refused = await jail_problem(self.rt.context.settings)
@@ -340,6 +384,8 @@ class _Integration:
         self.worktree = await fresh_integration_worktree(self.rt, pushed)
         try:
             verified = await self._integrate_and_verify()
+            if verified.ok:
+                verified = await self._catch_up_with_base(verified)
         finally:
             await remove_integration_worktree(self.rt)
         if verified.ok:
@@ -354,10 +400,40 @@ class _Integration:
         repairs = 0
         verified = await self._verify(last=repairs >= self.settings.max_retries)
         while not verified.ok and repairs < self.settings.max_retries:
+            self.over_budget = await budget_stop_for(self.rt)
+            if self.over_budget is not None:
+                break
             repairs += 1
-            await self._session("verify", failure={"reason": verified.describe("verify"), "output": verified.output})
+            await self._session("verify", failure={"reason": self._why_red(verified), "output": verified.output})
             verified = await self._verify(last=repairs >= self.settings.max_retries)
+        if verified.ok and self.culprit is not None:
+            self.notes.append(f"Verify failed at first ({self.culprit.finding}); a repair session made it pass.")
         return verified
+
+    async def _catch_up_with_base(self, verified: ScriptResult) -> ScriptResult:
+        """Verify passed: when the default branch moved meanwhile, merge it (bot.runner.base_update)
+        and verify again, so the pull request opens on what it would merge into. A merge the resolver
+        could not conclude leaves the branch as verified; the pull request then says it conflicts."""
+        assert self.worktree is not None
+        await self.rt.mirror.fetch()
+        update = await merge_base(self.rt, self.worktree, resolve=self._resolve_base)
+        if update.refusal is not None:
+            self.notes.append(f"The default branch moved during the run: {update.describe(self.branch)}. {UPDATE_HINT}")
+            return verified
+        if not update.merged:
+            return verified
+        self.notes.append(f"The default branch moved during the run: {update.describe(self.branch)}; verify ran again.")
+        return await self._verify(last=True)
+
+    async def _resolve_base(self, prompt: str, conflicted: Sequence[str]) -> str | None:
+        assert self.worktree is not None
+        return await resolve_conflicts(
+            self.rt, self.worktree, prompt=prompt, lane_id=None, folder="_base", conflicted=conflicted
+        )
+
+    def _why_red(self, verified: ScriptResult) -> str:
+        found = f"; {self.culprit.finding}" if self.culprit is not None else ""
+        return f"{verified.describe('verify')}{found}"
 
     async def _session(self, kind: str, failure: Mapping[str, str] | None) -> AgentResult | str:
         assert self.worktree is not None
@@ -441,20 +517,17 @@ class _Integration:
             title="verify is running",
             summary=f"`{self.settings.verify}` runs on the joined branch `{self.branch}`.",
             keep_passed=True,
+            look_first=await self._lived_before(),
         )
         if check.passed_before:  # an earlier life of this step verified this very commit
             self.notes.append(f"Verify passed on {head[:12]} before lanebot restarted; it was not run again.")
             return ScriptResult(exit_status=0, output="", timed_out=False, timeout=float(self.settings.verify_timeout))
         check_id = check.id
         name = f"verify-{self.verify_runs}"
-        result = await run_script(
-            self.settings.verify,
-            script=self.rt.script_path(name),
-            cwd=self.worktree.path,
-            timeout=float(self.settings.verify_timeout),
-            env={"LANEBOT_RUN": str(self.rt.run.id)},
-            jail=await command_jail(self.rt, worktree=self.worktree.path, name=name),
-        )
+        result = await run_verify(self.rt, self.worktree.path, name)
+        if not result.ok and self.settings.find_culprit and not self.culprit_sought:
+            self.culprit_sought = True  # once: the merges stay what they were while repairs commit on top
+            self.culprit = await find_culprit(self.rt, head, result, name=name)
         await finish_check(
             self.rt.client,
             self.rt.run.repository,
@@ -466,6 +539,7 @@ class _Integration:
                 reason=None if result.ok else result.describe("verify"),
                 transcript=None,
                 offer_rerun=last,
+                culprit=self.culprit.note() if self.culprit else None,
             ),
         )
         await db(
@@ -477,15 +551,46 @@ class _Integration:
         )
         return result
 
+    async def _lived_before(self) -> bool:
+        """Whether an earlier life of this step ran (it left an integrate session): only it can have
+        made a verify check run the database does not know of."""
+        sessions = await db(store.sessions, self.rt.engine, self.rt.run.id)
+        return sum(1 for session in sessions if session.kind == "integrate") > 1
+
     async def _block(self, verified: ScriptResult) -> None:
         reason = (
             f"verify failed after {self.settings.max_retries} repair session"
             f"{'s' * (self.settings.max_retries != 1)}: {verified.describe('verify')}\n\n" + verified.output[-4_000:]
         )
+        if self.culprit is not None:
+            reason = await self._blame(verified)
+        if self.over_budget is not None:  # said first: fewer repairs ran than the count below says
+            reason = (
+                f"no verify repair session started: the budget is reached, {self.over_budget}. "
+                f"Raise the cap in .github/lanebot.yml, then /retry.\n\n{reason}"
+            )
         target = transition(RunState.INTEGRATING, Event.INTEGRATE_FAILED)
         await db(
             store.transition, self.rt.engine, self.rt.run.id, RunState.INTEGRATING.value, target.value, error=reason
         )
+
+    async def _blame(self, verified: ScriptResult) -> str:
+        """The blocked run's reason, naming what the bisection found; a culprit lane is failed with
+        verify's failure, so `/retry <unit>` redoes it (bot.runner.orchestrator.retry)."""
+        assert self.culprit is not None
+        culprit = self.culprit
+        reason = (
+            f"verify failed after {self.settings.max_retries} repair session"
+            f"{'s' * (self.settings.max_retries != 1)}: {self._why_red(verified)}"
+        )
+        if culprit.lane is not None and culprit.lane.id is not None:
+            failure = culprit.lane_failure(self.rt).to_text()
+            await db(store.set_lane_state, self.rt.engine, culprit.lane.id, "merged", "failed", failure=failure)
+            reason += f". /retry {culprit.lane.unit_id} redoes that lane from the joined branch, shown this failure"
+            if culprit.check_url:
+                reason += f" (its check run: {culprit.check_url})"
+            return f"{reason}."  # the lane's failure holds verify's output there
+        return f"{reason}.\n\n{culprit.failed.output[-4_000:]}"
 
     async def _open_pull_request(self) -> None:
         body = await self._pr_body()
@@ -523,6 +628,7 @@ class _Integration:
             wall_clock_s=wall_clock,
             sum_of_lanes_s=sum(s.duration_s or 0.0 for s in summaries),
             sessions=_session_counts(sessions),
+            spent=Spent.of(sessions),
         )
 
 
@@ -637,6 +743,7 @@ def lane_summaries(rt: Runtime, lanes: Sequence[Lane], sessions: Sequence[AgentS
                 duration_s=session_seconds(own),
                 attempts=len(own),
                 check_url=f"{rt.repository.html_url}/runs/{lane.check_run_id}" if lane.check_run_id else None,
+                spent=lane_spent(sessions, lane.id),
             )
         )
     return summaries

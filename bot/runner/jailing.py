@@ -114,8 +114,17 @@ async def jail_problem(settings: object) -> str | None:
     )
 
 
-async def command_jail(rt: RunFolders, *, worktree: Path, name: str) -> JailPolicy | None:
+async def command_jail(
+    rt: RunFolders,
+    *,
+    worktree: Path,
+    name: str,
+    network: bool | None = None,
+    read_only: Sequence[Path] = (),
+    writable: Sequence[Path] = (),
+) -> JailPolicy | None:
     """The jail for one command of `rt`'s run in `worktree`; None when the operator opted out.
+    `network` (by default the workflow's `build.network`), and more folders to show (the lane cache).
 
     Raises `JailRefused` when the jail does not work here (the steps ask `jail_problem` first)."""
     settings = rt.context.settings
@@ -125,7 +134,18 @@ async def command_jail(rt: RunFolders, *, worktree: Path, name: str) -> JailPoli
     if unjailed(settings):
         return None
     folder = rt.scratch_path(f"jail/{name}")
-    return await _policy(settings, worktree, folder, workdir=rt.workdir, network=rt.workflow.build.network)
+    policy = await _policy(
+        settings,
+        worktree,
+        folder,
+        workdir=rt.workdir,
+        network=rt.workflow.build.network if network is None else network,
+    )
+    return replace(
+        policy,
+        read_only=(*policy.read_only, *(path.absolute() for path in read_only)),
+        writable=(*policy.writable, *(path.absolute() for path in writable)),
+    )
 
 
 @dataclass(frozen=True)
@@ -151,7 +171,9 @@ class BwrapAgentJail:
         return bwrap_argv(policy, [str(program), *arguments], bwrap=self.bwrap), policy.environment()
 
 
-async def agent_jail(settings: object, *, agent: str, worktree: Path, folder: Path) -> AgentJail | None:
+async def agent_jail(
+    settings: object, *, agent: str, worktree: Path, folder: Path, read_only: Sequence[Path] = ()
+) -> AgentJail | None:
     """The jail of one session of `agent` in `worktree`, its home and temp in `folder` (a folder of
     its own under the run's scratch); None when the operator opted out or `agent` starts no process.
 
@@ -167,7 +189,9 @@ async def agent_jail(settings: object, *, agent: str, worktree: Path, folder: Pa
     if bwrap is None:  # the probe found it; it went away since
         raise JailRefused("bubblewrap (bwrap) is not installed")
     workdir = Path(getattr(settings, "workdir", ".lanebot-work")).absolute()
-    return BwrapAgentJail(await _policy(settings, worktree, folder, workdir=workdir, network=True), bwrap)
+    policy = await _policy(settings, worktree, folder, workdir=workdir, network=True)
+    extra = tuple(path.absolute() for path in read_only)
+    return BwrapAgentJail(replace(policy, read_only=(*policy.read_only, *extra)), bwrap)
 
 
 async def _policy(settings: object, worktree: Path, folder: Path, *, workdir: Path, network: bool) -> JailPolicy:

@@ -34,6 +34,7 @@ from anyio import to_thread
 from bot.edges.store import runs
 from bot.runner import plan as planning
 from bot.runner.context import RunnerContext
+from bot.runner.pull_update import run_update
 from bot.runner.review import queue as review_queue
 from bot.runner.review.fix import run_fix
 from bot.runner.review.own import self_review
@@ -50,7 +51,12 @@ RELABEL_WINDOW = timedelta(hours=6)
 
 # What does a review request of each kind: the one table of review steps (bot.runner.review.queue
 # takes it as an argument, so that the steps, which use the queue, are not imported by it).
-REVIEW_STEPS: dict[str, review_queue.ReviewStep] = {"fix": run_fix, "self": self_review}
+REVIEW_STEPS: dict[str, review_queue.ReviewStep] = {
+    "fix": run_fix,
+    "ci": run_fix,
+    "self": self_review,
+    "update": run_update,
+}
 
 JobKey = tuple[str, int]
 Job = Callable[[], Awaitable[None]]

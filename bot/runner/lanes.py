@@ -42,15 +42,17 @@ from pathlib import Path
 from typing import Any
 
 from bot.core.checks import RETRY_LANE, CheckReport, external_id, lane_check_name
+from bot.core.diffstat import FileChange, to_numstat
 from bot.core.ere import match_paths
 from bot.core.graph import Unit
+from bot.core.lifecycle import is_held
 from bot.core.names import lane_branch, lane_commit_message
 from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.edges.agents.process import child_environment, stop_process_group
 from bot.edges.executor import Job
 from bot.edges.files import write_private
 from bot.edges.git import Mirror, RefNotFound, Worktree, git
-from bot.edges.github.checks import finish_check, start_check
+from bot.edges.github.checks import finish_check, report_check, start_check
 from bot.edges.jail import JailPolicy, bwrap_argv, find_bwrap
 from bot.edges.logcontext import bind_log_context
 from bot.edges.store import runs as store
@@ -67,6 +69,7 @@ from bot.runner.faults import (
     work_disk_full,
 )
 from bot.runner.jailing import JailRefused, agent_jail, command_jail, jail_environment, jail_problem
+from bot.runner.lane_setup import LanePorts, cache_folder, cache_key, held_cache, held_ports
 from bot.runner.runtime import Runtime, add_worktree, db, host_name, load_runtime, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -131,6 +134,8 @@ class FailureKind(enum.StrEnum):
     CONFLICT = "conflict"  # merging the lane conflicted (and no resolver made it clean)
     ERROR = "error"  # lanebot itself could not complete the attempt
     CANCELLED = "cancelled"  # stopped by /cancel
+    SETUP = "setup"  # the repository's build.setup failed: no agent ran, and no retry would help
+    VERIFY = "verify"  # verify first failed on its merge (bot.core.bisect): redone from the joined branch
 
 
 @dataclass(frozen=True)
@@ -333,6 +338,22 @@ class _Outcome:
     failure: LaneFailure | None = None
     changed: list[str] = field(default_factory=list)
     detail: str | None = None  # for the session row only: an internal error's details
+    diff: list[FileChange] = field(default_factory=list)
+    check_output: str | None = None  # the end of it, whether the check passed or not
+    agent: AgentResult | None = None  # for its tokens, cost and exit status
+
+    def session_fields(self) -> dict[str, Any]:
+        """What the session row keeps of the attempt besides its status and failure."""
+        fields: dict[str, Any] = {"check_output": self.check_output, "diff_stat": to_numstat(self.diff) or None}
+        if self.agent is not None:
+            usage = self.agent.usage
+            fields |= {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cost_usd": usage.cost_usd,
+                "exit_status": self.agent.exit_status,
+            }
+        return fields
 
 
 async def run_lane(context: RuntimeContext, job: Job) -> None:
@@ -350,6 +371,11 @@ async def _may_start(rt: Runtime, lane: Lane, job: Job) -> bool:
     """Only a lane marked running, in a running run, with no session of this attempt or later."""
     if rt.run.state != "running" or lane.state != "running":
         log.info("not starting %s: the run is %s and the lane %s", job.describe(), rt.run.state, lane.state)
+        return False
+    if is_held(rt.run.state, rt.run.held_at is not None):
+        # Queued before the hold, not started: back to pending, it starts after `/unhold`.
+        log.info("not starting %s: the run is held", job.describe())
+        await db(store.set_lane_state, rt.engine, lane.id, "running", "pending")
         return False
     earlier = [s for s in await db(store.sessions, rt.engine, rt.run.id) if s.lane_id == lane.id and s.kind == "lane"]
     if any(s.status == "running" for s in earlier) or any(s.attempt >= job.attempt for s in earlier):
@@ -375,6 +401,8 @@ class _Attempt:
         self.attempt = job.attempt
         self.session_id: int | None = None
         self.check_run_id: int | None = None
+        self.cache: Path | None = None  # the lane cache ($LANEBOT_CACHE), once the worktree is cut
+        self.lane_env: dict[str, str] = {}
 
     @property
     def transcript(self) -> Path:
@@ -433,16 +461,80 @@ class _Attempt:
         start = pushed if pushed and self.attempt > 1 and await is_ancestor(mirror, base, pushed) else base
         worktree = await add_worktree(mirror, self.rt.worktree_path(self.unit.id), branch=self.branch, start=start)
         await self._start_check(start)
-        result = await self._run_agent(worktree.path)
-        await worktree.commit_all(self._commit_message(), self.rt.identity)
-        outcome = _Outcome(head=await worktree.head(), changed=await worktree.changed_paths(base))
-        check_output = await self._judge(result, outcome, worktree)
+        async with held_ports(self.rt.workdir, self.rt.workflow.build.ports) as ports:
+            await self._prepare_lane_env(worktree.path, ports)
+            outcome, check_output = await self._build(worktree, base)
+            await self._tear_down(worktree.path)
         if outcome.failure is not None and self._disk_was_full(outcome.failure):
             if await self._interrupted_by("the work disk is full", None):
                 raise _AttemptInterrupted
         await worktree.push(self.branch, expected=pushed or "")
         await self._finish_check(start, outcome, check_output)
         return outcome
+
+    async def _build(self, worktree: Worktree, base: str) -> tuple[_Outcome, str | None]:
+        """Set-up, the agent, its commit and the judgement: the outcome and the check's output."""
+        set_up = await self._set_up(worktree.path)
+        if set_up is not None:
+            return _Outcome(head=await worktree.head(), failure=set_up), None
+        result = await self._run_agent(worktree.path)
+        head = await worktree.commit_all(self._commit_message(), self.rt.identity) or await worktree.head()
+        diff = await worktree.diff_stat(base)
+        outcome = _Outcome(head=head, changed=[change.path for change in diff], diff=diff)
+        return outcome, await self._judge(result, outcome, worktree)
+
+    async def _prepare_lane_env(self, worktree: Path, ports: LanePorts | None) -> None:
+        """The lane's cache folder and ports, for every step of the attempt."""
+        build = self.rt.workflow.build
+        key = await asyncio.to_thread(cache_key, worktree, build.cache_key)
+        self.cache = await asyncio.to_thread(cache_folder, self.rt.workdir, self.rt.run.repository, key)
+        self.lane_env = {"LANEBOT_CACHE": str(self.cache), **(ports.env() if ports else {})}
+
+    async def _set_up(self, worktree: Path) -> LaneFailure | None:
+        """Run `build.setup` (holding the cache, with the network); why the lane fails, if it does."""
+        build = self.rt.workflow.build
+        if not build.setup.strip():
+            return None
+        assert self.cache is not None
+        async with held_cache(self.cache):
+            done = await self._lane_script(build.setup, worktree, "setup")
+        if done.ok:
+            return None
+        return LaneFailure(
+            FailureKind.SETUP,
+            f"its set-up (build.setup) failed: {done.describe('build.setup')}; fix the script, then `/retry "
+            f"{self.unit.id}`",
+            self.attempt,
+            output=done.output,
+        )
+
+    async def _tear_down(self, worktree: Path) -> None:
+        """Run `build.teardown`; a failure is logged and noted on the run, the lane's result stays."""
+        build = self.rt.workflow.build
+        if not build.teardown.strip():
+            return
+        done = await self._lane_script(build.teardown, worktree, "teardown")
+        if not done.ok:
+            log.warning("lane %r of run %d: %s", self.unit.id, self.rt.run.id, done.describe("build.teardown"))
+            await db(
+                store.append_event,
+                self.rt.engine,
+                self.rt.run.id,
+                "teardown_failed",
+                {"unit": self.unit.id, "attempt": self.attempt, "why": done.describe("build.teardown")},
+            )
+
+    async def _lane_script(self, text: str, worktree: Path, step: str) -> ScriptResult:
+        name = f"{self.unit.id}-attempt-{self.attempt}-{step}"
+        assert self.cache is not None
+        return await run_script(
+            text,
+            script=self.rt.script_path(name),
+            cwd=worktree,
+            timeout=float(self.rt.workflow.build.setup_timeout),
+            env=self._env(),
+            jail=await command_jail(self.rt, worktree=worktree, name=name, network=True, writable=(self.cache,)),
+        )
 
     def _commit_message(self) -> str:
         return lane_commit_message(self.unit.id, self.unit.title, self.rt.issue_number, self.attempt)
@@ -453,6 +545,7 @@ class _Attempt:
             "LANEBOT_ISSUE": str(self.rt.issue_number),
             "LANEBOT_UNIT": self.unit.id,
             "LANEBOT_ATTEMPT": str(self.attempt),
+            **self.lane_env,
         }
 
     async def _run_agent(self, cwd: Path) -> AgentResult | str:
@@ -480,6 +573,7 @@ class _Attempt:
                     agent=build.agent,
                     worktree=cwd,
                     folder=self.rt.scratch_path(f"jail/{self.unit.id}-attempt-{self.attempt}-agent"),
+                    read_only=(self.cache,) if self.cache else (),
                 ),
             )
             return await agent.run(request, on_start=self._record_pid)
@@ -492,6 +586,8 @@ class _Attempt:
 
     async def _judge(self, result: AgentResult | str, outcome: _Outcome, worktree: Worktree) -> str | None:
         """Set `outcome.failure` from the agent, ownership and the check; the check's output, if it ran."""
+        if not isinstance(result, str):
+            outcome.agent = result
         if isinstance(result, str) or not result.ok:
             reason = result if isinstance(result, str) else (result.error or "the agent session failed")
             output = "" if isinstance(result, str) else result.final_message
@@ -518,18 +614,22 @@ class _Attempt:
             )
             return None
         name = f"{self.unit.id}-attempt-{self.attempt}"
+        await db(store.update_session, self.rt.engine, self.session_id, check_started_at=utc_now())
         check = await run_script(
             self.unit.check,
             script=self.rt.script_path(name),
             cwd=worktree.path,
             timeout=float(self.rt.workflow.build.timeout),
             env=self._env(),
-            jail=await command_jail(self.rt, worktree=worktree.path, name=name),
+            jail=await command_jail(
+                self.rt, worktree=worktree.path, name=name, read_only=(self.cache,) if self.cache else ()
+            ),
         )
         if not check.ok:
             outcome.failure = LaneFailure(
                 FailureKind.CHECK, check.describe("its check"), self.attempt, output=check.output
             )
+        outcome.check_output = check.output
         return check.output
 
     async def _start_check(self, head: str) -> None:
@@ -541,6 +641,8 @@ class _Attempt:
             external=external_id(self.rt.run_id, self.unit.id),
             title=f"attempt {self.attempt} is running",
             summary=f"Lane `{self.unit.id}` of #{self.rt.issue_number}, attempt {self.attempt}, on `{self.branch}`.",
+            # Only an earlier session of this lane can have made one the database does not know of.
+            look_first=self.attempt > 1,
         )
         await db(store.update_lane, self.rt.engine, self.lane.id, check_run_id=self.check_run_id)
 
@@ -561,7 +663,16 @@ class _Attempt:
         if outcome.head != start:
             # A check run stays on the commit it was made for: the result goes on the lane's new head.
             await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id, _superseded(outcome.head))
-            await self._start_check(outcome.head)
+            self.check_run_id = await report_check(
+                self.rt.client,
+                self.rt.run.repository,
+                name=lane_check_name(self.unit.id),
+                head_sha=outcome.head,
+                external=external_id(self.rt.run_id, self.unit.id),
+                report=report,
+            )
+            await db(store.update_lane, self.rt.engine, self.lane.id, check_run_id=self.check_run_id)
+            return
         await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id, report)
 
     def _is_last_attempt(self) -> bool:
@@ -585,7 +696,8 @@ class _Attempt:
                 while_session_runs=self.session_id,
             )
         else:
-            target = "failed" if self._is_last_attempt() else "pending"
+            final = self._is_last_attempt() or failure.kind is FailureKind.SETUP
+            target = "failed" if final else "pending"
             moved = await db(
                 store.set_lane_state,
                 engine,
@@ -604,6 +716,7 @@ class _Attempt:
             self.session_id,
             status=status,
             failure=outcome.detail or (failure.reason if failure else None),
+            **outcome.session_fields(),
         )
 
     async def _interrupted(self) -> None:

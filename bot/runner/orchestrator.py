@@ -37,20 +37,24 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from bot.core.budget import Spent, lane_spent
 from bot.core.checks import CheckReport
-from bot.core.lifecycle import Event, InvalidTransition, RunState, transition
+from bot.core.labels import label_for
+from bot.core.lifecycle import Event, InvalidTransition, RunState, is_held, transition
 from bot.core.names import integration_branch, lane_branch
 from bot.core.scheduler import LaneState, decide
 from bot.core.text import marker
+from bot.core.waiting import Held, NoLaneSlot, WaitReason, lane_slot_wait, why_waiting
 from bot.edges.executor import Executor, Job, JobKind, integrate_job, lane_job, merge_job
 from bot.edges.executor.embedded import EmbeddedExecutor
 from bot.edges.github.checks import finish_check
 from bot.edges.github.client import RateLimitWait
-from bot.edges.github.issues import get_comment, post_or_update_marked_comment
+from bot.edges.github.issues import edit_comment_if_there, get_comment, post_or_update_marked_comment
 from bot.edges.logcontext import bind_log_context
 from bot.edges.store import runs as store
 from bot.edges.store.models import AgentSession, Lane, Run, utc_now
 from bot.render.progress import LaneView, RateLimitNote, Throttle, render_progress, shows_state
+from bot.runner.budget import block_for_budget, budget_stop_for, integrate_over_budget
 from bot.runner.context import EngineContext, GitHubContext, IssueContext, RunnerContext, RuntimeContext
 from bot.runner.faults import MAX_INTERRUPTIONS, counts_against_the_cap, host_fault, interruption_pause
 from bot.runner.integrate import (
@@ -214,6 +218,10 @@ async def reconcile(context: RunnerContext, run_id: int) -> bool:
         raise LookupError(f"no run with id {run_id}")
     if run.state == RunState.INTEGRATING:
         await _recover_orphans(context, run_id)
+        if _on_hold(run):  # the integrate step starts agent sessions; one already running goes on
+            return False
+        if await integrate_over_budget(context, run_id):
+            return True
         await executor_for(context).run(integrate_job(run_id))
         return True
     if run.state != RunState.RUNNING:
@@ -230,10 +238,13 @@ async def reconcile(context: RunnerContext, run_id: int) -> bool:
         return True
     states = {lane.unit_id: LaneState(lane.state) for lane in lanes}
     decision = decide(rt.graph, states, rt.workflow.build.schedule, rt.workflow.build.max_lanes)
-    if decision.merge:
+    _note_lane_slot_wait(context, rt, states)
+    if decision.merge:  # merges go on while the run is held: they start no agent session
         await executor_for(context).run(merge_job(run_id, decision.merge))
         return True
-    if decision.start:
+    if decision.start and not _on_hold(run) and (over_budget := await budget_stop_for(rt)) is not None:
+        return await block_for_budget(rt, over_budget, state=RunState.RUNNING, lanes=lanes) or changed
+    if decision.start and not _on_hold(run):
         starting = decision.start
         if shared:  # at most max_lanes across every run and every worker, counted in the database
             room = context.settings.max_lanes - await db(store.lanes_running, context.engine)
@@ -244,6 +255,38 @@ async def reconcile(context: RunnerContext, run_id: int) -> bool:
     if decision.stalled:
         return await _move(context, run, Event.LANE_BLOCKED, error=blocked_reason(lanes))
     return changed
+
+
+def _on_hold(run: Run) -> bool:
+    """`/hold`: the run starts no new agent session (lanes, the integrate step) until `/unhold`."""
+    return is_held(run.state, run.held_at is not None)
+
+
+# (engine, run) -> the lanes `build.max_lanes` keeps waiting, as the run's last reconcile saw them.
+_LANE_SLOT_WAITS: dict[tuple[int, int], NoLaneSlot] = {}
+
+
+def _note_lane_slot_wait(context: EngineContext, rt: Runtime, states: dict[str, LaneState]) -> None:
+    key = (id(context.engine), rt.run_id)
+    build = rt.workflow.build
+    wait = lane_slot_wait(rt.graph, states, build.schedule, build.max_lanes)
+    if wait is None:
+        _LANE_SLOT_WAITS.pop(key, None)
+    else:
+        _LANE_SLOT_WAITS[key] = wait
+
+
+def waits_of(context: EngineContext, run: Run, rate_limit: RateLimitNote | None) -> tuple[WaitReason, ...]:
+    """Why the run waits now, for its progress comment (bot.core.waiting decides)."""
+    assert run.id is not None
+    hold = Held(run.held_by or "someone", run.held_at, run.held_reason) if run.held_at is not None else None
+    return why_waiting(
+        run.state,
+        hold=hold,
+        lane_slot=_LANE_SLOT_WAITS.get((id(context.engine), run.id)),
+        rate_limited_until=rate_limit.until if rate_limit is not None and rate_limit.waiting else None,
+        now=utc_now(),
+    )
 
 
 async def _move(context: EngineContext, run: Run, event: Event, **fields: Any) -> bool:
@@ -434,6 +477,7 @@ async def drive(context: RunnerContext, run_id: int) -> str:
 
 async def _tidy(context: RuntimeContext, run_id: int) -> None:
     """The run rests: its integration worktree (kept between merge rounds) goes; branches stay."""
+    _LANE_SLOT_WAITS.pop((id(context.engine), run_id), None)
     with contextlib.suppress(Exception):  # best effort: a later run of the issue replaces it anyway
         await remove_integration_worktree(await load_runtime(context, run_id))
 
@@ -530,7 +574,8 @@ class _Progress:
             await asyncio.gather(self.edits, return_exceptions=True)
 
     async def publish(self) -> bool:
-        """Edit the comment, then the label if the state moved; whether both went through. GitHub
+        """Edit the comment, then the label if the state moved to another label (running and
+        integrating share one, so that move costs no read); whether both went through. GitHub
         being unwell must not stop the run: the next edit brings both up to date."""
         published = True
         try:
@@ -540,7 +585,7 @@ class _Progress:
             published = False
         try:
             run = await db(store.get_run, self.context.engine, self.run_id)
-            if run is not None and run.state != self.labelled:
+            if run is not None and (self.labelled is None or label_for(run.state) != label_for(self.labelled)):
                 await follow_labels(self.context, run.repository, run.issue_number)
                 self.labelled = run.state
         except Exception:
@@ -550,7 +595,8 @@ class _Progress:
 
 
 async def publish_progress(context: GitHubContext, run_id: int) -> str | None:
-    """Write the run's progress comment (found by its marker, edited in place); the run's state."""
+    """Write the run's progress comment (edited in place by the id the database keeps; found by its
+    marker before it is first posted, or when it was deleted); the run's state."""
     run = await db(store.get_run, context.engine, run_id)
     lanes = await db(store.lanes, context.engine, run_id)
     if run is None or not lanes:
@@ -562,6 +608,7 @@ async def publish_progress(context: GitHubContext, run_id: int) -> str | None:
     ends = [lane.merged_at for lane in lanes if lane.merged_at]
     finished = run.state not in BUILDING and ends
     wall_clock = ((max(ends) if finished else utc_now()) - min(starts)).total_seconds() if starts else None
+    rate_limit = rate_limit_note(context.github.rate_limit_waits(run.installation_id), since=min(starts, default=None))
     body = render_progress(
         run_id,
         run.state,
@@ -570,11 +617,15 @@ async def publish_progress(context: GitHubContext, run_id: int) -> str | None:
         sum_of_lanes_s=session_seconds(lane_sessions),
         blocked_reason=run.error if run.state == RunState.BLOCKED else None,
         now=utc_now(),
-        rate_limit=rate_limit_note(
-            context.github.rate_limit_waits(run.installation_id), since=min(starts, default=None)
-        ),
+        rate_limit=rate_limit,
+        waits=waits_of(context, run, rate_limit),
+        held=run.held_at is not None,
+        spent=Spent.of(sessions),
     )
     client = context.github.installation_client(run.installation_id, run.repository)
+    if run.progress_comment_id is not None:  # the database knows it: edit it, no look for it first
+        if await edit_comment_if_there(client, run.repository, run.progress_comment_id, body) is not None:
+            return run.state
     comment = await post_or_update_marked_comment(
         client, run.repository, run.issue_number, body, marker=marker("progress", run.id)
     )
@@ -652,6 +703,7 @@ def _lane_view(run: Run, lane: Lane, titles: dict[str, str], sessions: Sequence[
         failure=failure,
         host=host,
         host_is_here=host == host_name(),
+        spent=lane_spent(sessions, lane.id),
     )
 
 
@@ -687,7 +739,8 @@ async def retry(context: RunnerContext, run_id: int, unit: str | None = None) ->
     """`/retry [unit]`: give a blocked run's failed lane `unit` (None: every failed lane) a fresh
     set of attempts, its last failure in its prompt, then drive the run; its state when it rests.
 
-    A lane that failed to merge is cut again from the integration branch as it is now. A run
+    A lane that failed to merge, or whose merge verify found broke it (bot.runner.integrate), is cut
+    again from the integration branch as it is now, so its agent fixes what the joined branch shows. A run
     blocked by the integrate step (no lane failed) runs that step again. Raises InvalidTransition
     when the run is not blocked, ValueError when `unit` names no failed lane.
     """
@@ -701,7 +754,8 @@ async def retry(context: RunnerContext, run_id: int, unit: str | None = None) ->
     await db(store.append_event, engine, run_id, "retry", {"units": [lane.unit_id for lane in chosen]})
     for lane in chosen:
         failure = LaneFailure.from_text(lane.failure) if lane.failure else None
-        base = None if failure is not None and failure.kind is FailureKind.CONFLICT else lane.base_sha
+        cut_again = failure is not None and failure.kind in (FailureKind.CONFLICT, FailureKind.VERIFY)
+        base = None if cut_again else lane.base_sha
         await db(store.set_lane_state, engine, lane.id, "failed", "pending", attempts_used=0, base_sha=base)
     if not await db(store.transition, engine, run_id, run.state, target.value, error=None):
         now = await db(store.get_run, engine, run_id)

@@ -353,6 +353,9 @@ def _gate_arguments(
         "schedule": workflow.build.schedule,
         "max_lanes": workflow.build.max_lanes,
         "verify": workflow.integrate.verify,
+        "setup": workflow.build.setup,
+        "teardown": workflow.build.teardown,
+        "cost_caps": workflow.budget.caps(),
         "unjailed": unjailed(getattr(context, "settings", None)),  # a context without settings: jailed
     }
 

@@ -7,6 +7,7 @@ from collections.abc import Collection
 from gidgethub.abc import GitHubAPI
 
 from bot.core.workflow import Workflow
+from bot.edges.github.client import InstallationClient
 from bot.edges.github.config import load_config_chain
 from bot.edges.workflow_files import load_workflow
 
@@ -18,8 +19,11 @@ async def load_repository_workflow(
 ) -> Workflow:
     """The repository's workflow: its lanebot.yml chain (and what `_extends` pulls in) over the
     defaults, validated; WorkflowError lists every problem. `_extends` may reach another owner's
-    repository only when `extends_owners` (the host's LANEBOT_ALLOW_EXTENDS_OWNERS) names that owner."""
-    chain = await load_config_chain(client, owner, repo, ref, extends_owners=extends_owners)
+    repository only when `extends_owners` (the host's LANEBOT_ALLOW_EXTENDS_OWNERS) names that owner.
+    The repository's own file is read with a token scoped to it (an installation-wide `client`
+    gives one), so the wider token is minted only for the owner's fallback or an `_extends`."""
+    own = client.for_repository(f"{owner}/{repo}") if isinstance(client, InstallationClient) else client
+    chain = await load_config_chain(client, owner, repo, ref, extends_owners=extends_owners, own_client=own)
     return load_workflow(overrides=chain)
 
 

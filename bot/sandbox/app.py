@@ -1,5 +1,6 @@
 """The sandbox as one Starlette app: GitHub's REST routes, its GraphQL endpoint, git smart HTTP,
-the web pages of the OAuth web flow (bot.sandbox.routes_oauth), the human API.
+the web pages of the OAuth web flow (bot.sandbox.routes_oauth), the human API, and webhook relay
+channels in smee.io's format (bot.sandbox.channels).
 
 Around every request: GitHub's response headers on REST answers (request ID, API version,
 rate limit), GitHub's 404 body for anything not served (unknown paths, unsupported methods and
@@ -23,6 +24,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bot.sandbox import (
+    channels,
     git_http,
     graphql,
     human,
@@ -91,6 +93,7 @@ def create_app(sandbox: Sandbox) -> ASGIApp:
         *routes_oauth.ROUTES,
         *human.ROUTES,
         *git_http.ROUTES,
+        *channels.ROUTES,
     ]
     app = Starlette(
         routes=routes,
@@ -103,6 +106,7 @@ def create_app(sandbox: Sandbox) -> ASGIApp:
     )
     app.router.redirect_slashes = False
     app.state.sandbox = sandbox
+    app.state.channels = channels.Channels()
     return GitHubEdge(app, sandbox)
 
 
@@ -121,7 +125,12 @@ class GitHubEdge:
             await self.app(scope, receive, send)
             return
         method, path = scope["method"], scope["path"]
-        rest = not path.startswith(human.PREFIX) and ".git/" not in path and not routes_oauth.is_web_path(path)
+        rest = not (
+            path.startswith(human.PREFIX)
+            or ".git/" in path
+            or routes_oauth.is_web_path(path)
+            or channels.is_channel_path(path)
+        )
         status_seen: list[int] = []
 
         async def send_with_headers(message: Message) -> None:

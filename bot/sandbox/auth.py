@@ -278,3 +278,9 @@ class RateLimiter:
             )
         window.used += 1
         return RateSnapshot(window.limit, window.limit - window.used, window.reset, window.used)
+
+    def refund(self, principal: Principal) -> RateSnapshot:
+        """Give back one counted request: GitHub does not count a conditional request answered 304."""
+        window = self._window(principal)
+        window.used = max(window.used - 1, 0)
+        return self.peek(principal)

@@ -212,6 +212,19 @@ class HumanClient:
             {**self._acting(login, role), "identifier": identifier},
         )
 
+    def push(
+        self, full_name: str, branch: str, files: dict[str, str], *, login: str, message: str = "A change"
+    ) -> dict[str, Any]:
+        """A person pushes one commit of `files` onto `branch` (write access needed); {branch, sha}."""
+        body = {**self._acting(login, None), "branch": branch, "files": files, "message": message}
+        return self._object("POST", f"/repos/{full_name}/pushes", body)
+
+    def report_ci(self, full_name: str, sha: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The repository's CI (the `github-actions` App) reports on `sha` (a SHA or branch): a check
+        suite of `runs` ({name, conclusion, output: {title, summary, text, annotations}}), finished;
+        GitHub's `check_run` and `check_suite.completed` events follow."""
+        return self._object("POST", f"/repos/{full_name}/ci-reports", {"sha": sha, "runs": runs})
+
     def app(self) -> dict[str, Any]:
         return self._object("GET", "/app")
 

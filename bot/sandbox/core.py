@@ -38,6 +38,7 @@ from bot.sandbox.state import (
     AccountType,
     AppRecord,
     CheckRun,
+    CheckSuite,
     Comment,
     Issue,
     Label,
@@ -61,6 +62,7 @@ DEFAULT_EVENTS = (
     "pull_request_review",
     "pull_request_review_comment",
     "check_run",
+    "check_suite",
     "member",
     "membership",
     "organization",
@@ -75,6 +77,9 @@ DEFAULT_PERMISSIONS = {
     "pull_requests": "write",
 }
 DEFAULT_PORT = 3100
+# The repository's own CI, an App of its own beside lanebot's: GitHub Actions' id, slug and bot.
+CI_APP_ID, CI_APP_SLUG, CI_APP_NAME = 15368, "github-actions", "GitHub Actions"
+CI_OWNER, CI_OWNER_ID, CI_BOT_ID = "github", 9919, 41898282
 # GitHub's closing keywords: "Closes #1", "fixes: #2", "RESOLVED #3" in a pull request's body close
 # those issues when it is merged into the default branch.
 _CLOSING_KEYWORD = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+#(\d+)\b", re.IGNORECASE)
@@ -182,6 +187,9 @@ class SandboxConfig:
     client_id: str | None = None
     client_secret: str | None = field(default=None, repr=False)
     callback_urls: tuple[str, ...] = ()
+    # The CI App that reports on commits when a test says so (`Sandbox.report_ci`).
+    ci_app_id: int = CI_APP_ID
+    ci_app_slug: str = CI_APP_SLUG
 
 
 def make_app_record(config: SandboxConfig, now: datetime) -> AppRecord:
@@ -206,6 +214,35 @@ def make_app_record(config: SandboxConfig, now: datetime) -> AppRecord:
     )
 
 
+def make_ci_app_record(config: SandboxConfig, now: datetime) -> AppRecord:
+    """The repository's CI as GitHub knows it: another App, with checks permission, and no webhook
+    of its own in the sandbox (nothing listens for it)."""
+    owner = Account(CI_OWNER, CI_OWNER_ID, node_id("Organization", CI_OWNER_ID), "Organization")
+    bot = Account(f"{config.ci_app_slug}[bot]", CI_BOT_ID, node_id("Bot", CI_BOT_ID), "Bot")
+    return AppRecord(
+        id=config.ci_app_id,
+        slug=config.ci_app_slug,
+        name=CI_APP_NAME if config.ci_app_slug == CI_APP_SLUG else config.ci_app_slug,
+        client_id=f"Iv1.{secrets.token_hex(8)}",
+        owner=owner,
+        bot=bot,
+        public_key_pem="",
+        permissions={"checks": "write", "contents": "read", "metadata": "read", "pull_requests": "read"},
+        events=["check_suite", "pull_request", "push"],
+        hook_id=400_000 + config.ci_app_id,
+        created_at=now,
+    )
+
+
+@dataclass(frozen=True)
+class CiRun:
+    """One check run a CI report holds: its name, how it ended, and its output (title, summary,
+    text, annotations), already checked against GitHub's limits (routes_checks.validated_fields)."""
+
+    name: str
+    fields: dict[str, Any]
+
+
 class Sandbox:
     """The whole stand-in for GitHub: state, git, tokens (the App's and people's), rate limits, webhooks."""
 
@@ -219,6 +256,8 @@ class Sandbox:
         self.config = config
         self.clock = clock
         self.state = SandboxState(make_app_record(config, clock()), clock=clock)
+        self.ci_app = make_ci_app_record(config, clock())
+        self.state.add_app(self.ci_app)
         self._scratch: Path | None = None
         if config.state_dir is None:
             self._scratch = Path(tempfile.mkdtemp(prefix="lanebot-sandbox-"))
@@ -587,14 +626,41 @@ class Sandbox:
 
     # check runs
 
-    def check_run_created(self, repository: Repository, run: CheckRun, actor: Account, completed: bool) -> None:
+    async def check_run_created(self, repository: Repository, run: CheckRun, actor: Account, completed: bool) -> None:
         self.emit(events.check_run_event(self.renderer, "created", repository, run, actor))
         if completed:
             self.emit(events.check_run_event(self.renderer, "completed", repository, run, actor))
+            await self._suite_completed(repository, run, actor)
 
-    def check_run_updated(self, repository: Repository, run: CheckRun, actor: Account, completed: bool) -> None:
+    async def check_run_updated(self, repository: Repository, run: CheckRun, actor: Account, completed: bool) -> None:
         if completed:
             self.emit(events.check_run_event(self.renderer, "completed", repository, run, actor))
+            await self._suite_completed(repository, run, actor)
+
+    async def _suite_completed(self, repository: Repository, run: CheckRun, actor: Account) -> None:
+        """`check_suite.completed` once the run's suite has no run left unfinished (again, when a run
+        added to a finished suite finishes)."""
+        suite = self.state.check_suites[run.suite_id]
+        if all(other.status == "completed" for other in self.state.suite_runs(suite)):
+            head = await self.in_thread(self.git.head_commit, repository.owner.login, repository.name, suite.head_sha)
+            self.emit(events.check_suite_event(self.renderer, "completed", repository, suite, actor, head))
+
+    async def report_ci(self, repository: Repository, sha: str, runs: Sequence[CiRun]) -> CheckSuite:
+        """The repository's CI (`ci_app`) reports on commit `sha`: its suite there gets `runs`, each
+        finished, then GitHub says so: `check_run` created and completed for each, and one
+        `check_suite.completed` (sent to every App subscribed, lanebot's too)."""
+        owner, name = repository.owner.login, repository.name
+        branch = await self.in_thread(self.git.branch_at, owner, name, sha)
+        before = await self.in_thread(self.git.parent, owner, name, sha)
+        suite = self.state.check_suite_for(repository, sha, branch, before, app_id=self.ci_app.id)
+        created = [self.state.create_check_run(repository, suite, name=run.name, fields=run.fields) for run in runs]
+        actor = self.ci_app.bot
+        for run in created:
+            self.emit(events.check_run_event(self.renderer, "created", repository, run, actor))
+            self.emit(events.check_run_event(self.renderer, "completed", repository, run, actor))
+        head = await self.in_thread(self.git.head_commit, owner, name, sha)
+        self.emit(events.check_suite_event(self.renderer, "completed", repository, suite, actor, head))
+        return suite
 
     def rerequest(self, repository: Repository, run: CheckRun, user: Account) -> None:
         self.emit(events.check_run_event(self.renderer, "rerequested", repository, run, user))

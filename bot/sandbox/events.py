@@ -17,6 +17,7 @@ from bot.sandbox.state import (
     FOLDED_PERMISSION,
     Account,
     CheckRun,
+    CheckSuite,
     Comment,
     Installation,
     Issue,
@@ -50,6 +51,7 @@ EMITTED: tuple[tuple[str, str], ...] = (
     ("check_run", "completed"),
     ("check_run", "rerequested"),
     ("check_run", "requested_action"),
+    ("check_suite", "completed"),
     ("member", "added"),
     ("member", "edited"),
     ("member", "removed"),
@@ -225,3 +227,13 @@ def check_run_event(
     if identifier is not None:
         body["requested_action"] = {"identifier": identifier}
     return _envelope(renderer, "check_run", action, body, repository, sender)
+
+
+def check_suite_event(
+    renderer: Renderer, action: str, repository: Repository, suite: CheckSuite, sender: Account, head_commit: Json
+) -> Event:
+    """check_suite.completed: every run of one App's suite on a commit has finished. GitHub sends it
+    to every App with checks permission that subscribes, not only to the suite's own; `check_suite.app`
+    says whose suite it is, `pull_requests` the open pull requests whose head it is."""
+    body: Json = {"check_suite": renderer.check_suite(repository, suite, head_commit=head_commit)}
+    return _envelope(renderer, "check_suite", action, body, repository, sender)

@@ -12,7 +12,14 @@ collaborators`) sends `member` added, edited or removed, as GitHub does to an
 App subscribed to it; `POST /_sandbox/users` signs a person up (`{"login"}`), and `POST
 /_sandbox/users/{login}/rename` renames one, whose old login is then free for someone else to
 register. `GET /_sandbox/app` shows the App's OAuth client (`client_id`, `client_secret`) and
-`PATCH /_sandbox/app` sets its `callback_urls` for the web flow (bot.sandbox.routes_oauth). For tests, `/_sandbox/faults` sets faults: requests made to fail on purpose
+`POST /_sandbox/repos/{owner}/{repo}/pushes` is a person pushing a commit
+(`{"as", "branch", "files": {path: text}, "message"}`). `POST /_sandbox/repos/{owner}/{repo}/ci-reports` is the repository's own CI (another App,
+`github-actions`) reporting on a commit: `{"sha", "runs": [{"name", "conclusion", "output": {"title",
+"summary", "text", "annotations": [{"path", "start_line", "end_line", "annotation_level", "message"}]}}]}`
+makes its check suite there with those runs, finished, and sends what GitHub sends
+(Sandbox.report_ci). `PATCH /_sandbox/app` sets its `callback_urls` for the web flow (bot.sandbox.routes_oauth),
+`expiring_user_tokens` (true, GitHub's default) and, for tests, `user_token_seconds` (1 to 28800:
+user access tokens issued from then on expire that soon; bot.sandbox.oauth). For tests, `/_sandbox/faults` sets faults: requests made to fail on purpose
 (bot.sandbox.faults).
 Served on loopback without authentication: it is the person at the keyboard.
 """
@@ -27,10 +34,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bot.sandbox.core import CommentDraft, ReviewRefused, Sandbox
+from bot.sandbox.core import CiRun, CommentDraft, ReviewRefused, Sandbox
+from bot.sandbox.errors import GitHubError
 from bot.sandbox.faults import Fault, FaultError
 from bot.sandbox.gitstore import GitError, MergeConflict, valid_name
+from bot.sandbox.oauth import USER_TOKEN_SECONDS
 from bot.sandbox.rest import owned_by
+from bot.sandbox.routes_checks import RUNS, validated_fields
 from bot.sandbox.shapes import timestamp
 from bot.sandbox.state import (
     REVIEW_STATES,
@@ -459,6 +469,72 @@ async def requested_action(request: Request) -> Response:
     return JSONResponse(_check_run_summary(run), status_code=202)
 
 
+async def push(request: Request) -> Response:
+    """A person (write access and up) pushes one commit of `files` onto `branch`: pull requests from
+    it move to the new head, with `pull_request.synchronize` sent by the person."""
+    sandbox, repository = _sandbox(request), _repository(request)
+    body = await _body(request)
+    person = _person(request, repository, body, "write")
+    branch = _text(body, "branch") or ""
+    files = body.get("files")
+    if not isinstance(files, dict) or not files or not all(isinstance(v, str) for v in files.values()):
+        raise HumanError(422, "'files' must map paths to their new text")
+    bad = [path for path in files if not _relative_path(str(path))]
+    if bad:
+        raise HumanError(422, f"{bad[0]!r} is not a path inside the repository")
+    owner, name = repository.owner.login, repository.name
+    before = await sandbox.in_thread(sandbox.git.refs, owner, name)
+    try:
+        sha = await sandbox.in_thread(
+            sandbox.git.commit_files,
+            owner,
+            name,
+            branch,
+            files,
+            message=_text(body, "message", required=False) or "A change",
+            author=person.login,
+            email=f"{person.id}+{person.login}@users.noreply.github.com",
+        )
+    except GitError as error:
+        raise HumanError(422, f"{person.login} cannot push to {branch!r}: {error}") from None
+    after = await sandbox.in_thread(sandbox.git.refs, owner, name)
+    await sandbox.pushed(repository, before, after, person)
+    return JSONResponse({"branch": branch, "sha": sha}, status_code=201)
+
+
+def _relative_path(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and all(part not in ("", ".", "..", ".git") for part in parts)
+
+
+async def ci_report(request: Request) -> Response:
+    """The repository's CI finished on a commit: its suite with these runs, and GitHub's events."""
+    sandbox, repository = _sandbox(request), _repository(request)
+    body = await _body(request)
+    ref = _text(body, "sha") or ""
+    sha = await sandbox.in_thread(sandbox.git.resolve, repository.owner.login, repository.name, ref)
+    if sha is None:
+        raise HumanError(422, f"{repository.full_name} has no commit {ref!r}")
+    raw = body.get("runs")
+    if not isinstance(raw, list) or not raw or not all(isinstance(run, dict) for run in raw):
+        raise HumanError(422, "'runs' must be a non-empty list of check runs: {name, conclusion, output}")
+    runs = [_ci_run(run, sha) for run in raw]
+    suite = await sandbox.report_ci(repository, sha, runs)
+    shown = [_check_run_summary(run) for run in sandbox.state.suite_runs(suite)]
+    return JSONResponse({"check_suite_id": suite.id, "app": sandbox.ci_app.slug, "check_runs": shown}, status_code=201)
+
+
+def _ci_run(raw: dict[str, Any], sha: str) -> CiRun:
+    if raw.get("conclusion") is None:
+        raise HumanError(422, f"the check run {raw.get('name')!r} needs a conclusion: CI reports finished runs")
+    try:
+        fields = validated_fields(f"{RUNS}#create-a-check-run", {**raw, "head_sha": sha}, creating=True)
+    except GitHubError as error:
+        raise HumanError(422, f"the check run {raw.get('name')!r} is not one GitHub takes: {error}") from None
+    fields.pop("head_sha")
+    return CiRun(name=fields.pop("name"), fields=fields)
+
+
 # the App, deliveries, read-outs
 
 
@@ -472,6 +548,8 @@ async def app_info(request: Request) -> Response:
             "client_id": app.client_id,
             "client_secret": app.client_secret,
             "callback_urls": list(app.callback_urls),
+            "expiring_user_tokens": sandbox.oauth.expiring_user_tokens,
+            "user_token_seconds": sandbox.oauth.user_token_seconds,
             "webhook_url": app.webhook_url,
             "events": app.events,
             "permissions": app.permissions,
@@ -494,7 +572,20 @@ async def update_app(request: Request) -> Response:
         ):
             raise HumanError(422, "'callback_urls' must be a list of http:// or https:// URLs, the first the default")
         sandbox.app.callback_urls = list(urls)
+    _oauth_settings(sandbox, body)
     return await app_info(request)
+
+
+def _oauth_settings(sandbox: Sandbox, body: dict[str, Any]) -> None:
+    if "expiring_user_tokens" in body:
+        if not isinstance(body["expiring_user_tokens"], bool):
+            raise HumanError(422, "'expiring_user_tokens' must be true or false")
+        sandbox.oauth.expiring_user_tokens = body["expiring_user_tokens"]
+    if "user_token_seconds" in body:
+        seconds = body["user_token_seconds"]
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or not 1 <= seconds <= USER_TOKEN_SECONDS:
+            raise HumanError(422, f"'user_token_seconds' must be a whole number of seconds, 1 to {USER_TOKEN_SECONDS}")
+        sandbox.oauth.user_token_seconds = seconds
 
 
 async def deliveries(request: Request) -> Response:
@@ -710,6 +801,8 @@ def _check_run_summary(run: CheckRun) -> dict[str, Any]:
         "started_at": timestamp(run.started_at),
         "completed_at": timestamp(run.completed_at),
         "output": dict(run.output),
+        "annotations": [dict(annotation) for annotation in run.annotations],
+        "app_id": run.app_id,
         "actions": list(run.actions),
         "details_url": run.details_url,
         "external_id": run.external_id,
@@ -788,4 +881,6 @@ ROUTES = [
     Route(f"{_REPO}/pulls/comments/{{comment_id}}/resolve", resolve_thread, methods=["POST"]),
     Route(f"{_REPO}/check-runs/{{check_run_id}}/rerequest", rerequest, methods=["POST"]),
     Route(f"{_REPO}/check-runs/{{check_run_id}}/requested-action", requested_action, methods=["POST"]),
+    Route(f"{_REPO}/ci-reports", ci_report, methods=["POST"]),
+    Route(f"{_REPO}/pushes", push, methods=["POST"]),
 ]

@@ -10,7 +10,13 @@ default for a new App):
   `redirect_uri` given with it must be the one it was issued for;
 - a user access token (`ghu_...`) lives 8 hours, its refresh token (`ghr_...`) 6 months;
 - a refresh gives a new pair, and the refresh token used and the access token it came with stop
-  working.
+  working;
+- with expiring user tokens turned off (the App's "User-to-server token expiration" opted out), a
+  token has no `expires_in` and no refresh token, and lives until revoked.
+
+For tests across processes, `user_token_seconds` (`PATCH /_sandbox/app`) issues user access tokens
+that expire sooner than GitHub's 8 hours, said so in their `expires_in`; it is the sandbox's only
+departure from GitHub here.
 
 Only the SHA-256 of a code, token or browser session is kept. Pure apart from the injected clock
 and the random generators.
@@ -109,11 +115,11 @@ class Grant:
 
 @dataclass(frozen=True)
 class UserToken:
-    """A live user access token: whose it is and until when."""
+    """A live user access token: whose it is and until when (None: until revoked)."""
 
     account: Account
-    expires_at: datetime
-    refresh_digest: str
+    expires_at: datetime | None
+    refresh_digest: str | None
 
 
 @dataclass(frozen=True)
@@ -125,16 +131,21 @@ class RefreshToken:
 
 @dataclass(frozen=True)
 class Issued:
-    """A new user access token and its refresh token, as the values the client is given."""
+    """A new user access token and its refresh token (None when user tokens do not expire), as the
+    values the client is given."""
 
     access_token: str
-    refresh_token: str
+    refresh_token: str | None
+    expires_in: int = USER_TOKEN_SECONDS
 
     def answer(self) -> dict[str, str | int]:
-        """The response parameters, in the order GitHub's docs show them."""
+        """The response parameters, in the order GitHub's docs show them; without expiry, only the
+        token, its scope and type."""
+        if self.refresh_token is None:
+            return {"access_token": self.access_token, "scope": "", "token_type": "bearer"}
         return {
             "access_token": self.access_token,
-            "expires_in": USER_TOKEN_SECONDS,
+            "expires_in": self.expires_in,
             "refresh_token": self.refresh_token,
             "refresh_token_expires_in": REFRESH_TOKEN_SECONDS,
             "scope": "",
@@ -150,6 +161,8 @@ class OAuthBook:
     generate_token: Callable[[], str] = new_user_token
     generate_refresh: Callable[[], str] = new_refresh_token
     generate_code: Callable[[], str] = new_code
+    expiring_user_tokens: bool = True  # GitHub's default for a new App
+    user_token_seconds: int = USER_TOKEN_SECONDS
     _sessions: dict[str, Account] = field(default_factory=dict)
     _authorized: set[int] = field(default_factory=set)  # ids of the people who have authorized the App
     _codes: dict[str, Grant] = field(default_factory=dict)
@@ -208,18 +221,22 @@ class OAuthBook:
         return self._issue(held.account)
 
     def _issue(self, account: Account) -> Issued:
-        access, refresh = self.generate_token(), self.generate_refresh()
-        now = self.clock()
-        access_digest, refresh_digest = token_digest(access), token_digest(refresh)
-        self._tokens[access_digest] = UserToken(account, now + timedelta(seconds=USER_TOKEN_SECONDS), refresh_digest)
+        access = self.generate_token()
+        access_digest = token_digest(access)
+        if not self.expiring_user_tokens:
+            self._tokens[access_digest] = UserToken(account, None, None)
+            return Issued(access, None)
+        refresh, now, lifetime = self.generate_refresh(), self.clock(), self.user_token_seconds
+        refresh_digest = token_digest(refresh)
+        self._tokens[access_digest] = UserToken(account, now + timedelta(seconds=lifetime), refresh_digest)
         self._refresh[refresh_digest] = RefreshToken(
             account, now + timedelta(seconds=REFRESH_TOKEN_SECONDS), access_digest
         )
-        return Issued(access, refresh)
+        return Issued(access, refresh, lifetime)
 
     def lookup(self, value: str) -> UserToken | None:
         """The live user token of that value, or None when unknown, replaced or expired (Bad credentials)."""
         token = self._tokens.get(token_digest(value))
-        if token is None or token.expires_at <= self.clock():
+        if token is None or (token.expires_at is not None and token.expires_at <= self.clock()):
             return None
         return token

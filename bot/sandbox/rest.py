@@ -1,5 +1,6 @@
 """What every REST route shares: its documentation page, the caller, the repository, JSON in and
-out, pagination with GitHub's Link header.
+out, pagination with GitHub's Link header, and conditional GETs (bot.sandbox.conditional: ETag,
+Last-Modified, 304 without counting against the rate limit).
 
 A route is declared as a `RestRoute(method, path, handler, docs)`; `docs` is the docs.github.com
 page of that route, and errors from the route point there as GitHub's do.
@@ -18,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.sandbox.auth import Principal, authorize, looks_like_jwt, parse_authorization, verify_app_jwt
+from bot.sandbox.conditional import conditional
 from bot.sandbox.core import Sandbox
 from bot.sandbox.errors import (
     BAD_CREDENTIALS,
@@ -52,11 +54,21 @@ def starlette_routes(rest_routes: Sequence[RestRoute]) -> list[Route]:
     def bind(rest_route: RestRoute) -> Handler:
         async def endpoint(request: Request) -> Response:
             request.scope["sandbox.docs"] = rest_route.docs
-            return await rest_route.handler(request)
+            response, not_modified = conditional(request, await rest_route.handler(request))
+            if not_modified:
+                _uncount(request)
+            return response
 
         return endpoint
 
     return [Route(r.path, bind(r), methods=[r.method], include_in_schema=False) for r in rest_routes]
+
+
+def _uncount(request: Request) -> None:
+    """A 304 is not counted against the caller's rate limit (when the caller was counted at all)."""
+    principal: Principal | None = request.scope.get("sandbox.counted")
+    if principal is not None and principal.kind != "anonymous":
+        request.scope["sandbox.rate"] = sandbox_of(request).limiter.refund(principal)
 
 
 def docs_url(request: Request) -> str:
@@ -115,6 +127,8 @@ def caller(request: Request, *, count: bool = True) -> Principal:
             raise GitHubError(401, BAD_CREDENTIALS)
     limiter = sandbox.limiter
     request.scope["sandbox.rate"] = limiter.consume(principal) if count else limiter.peek(principal)
+    if count:
+        request.scope["sandbox.counted"] = principal
     return principal
 
 

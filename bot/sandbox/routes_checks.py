@@ -1,6 +1,6 @@
-"""REST routes of check runs: create, update, get, list for a ref; with GitHub's limits (summary
-and text at most 65,535 characters, at most 50 annotations a request, at most three actions with
-labels of at most 20 characters)."""
+"""REST routes of check runs: create, update, get, list for a ref or a check suite, list a run's
+annotations; with GitHub's limits (summary and text at most 65,535 characters, at most 50
+annotations a request, at most three actions with labels of at most 20 characters)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from bot.sandbox.rest import RestRoute, docs_url, json_response, paginate, read_
 from bot.sandbox.state import CHECK_CONCLUSIONS, CHECK_STATUSES, CheckRun, Repository
 
 RUNS = "https://docs.github.com/rest/checks/runs"
+ANNOTATION_LEVELS = ("notice", "warning", "failure")
 OUTPUT_LIMIT = 65535
 MAX_ANNOTATIONS = 50
 MAX_ACTIONS = 3
@@ -96,6 +97,12 @@ def _output(docs: str, output: Any) -> dict[str, Any]:
         missing = [name for name in ANNOTATION_FIELDS if not isinstance(annotation, dict) or name not in annotation]
         if missing:
             raise missing_field(docs, missing[0])
+        if annotation["annotation_level"] not in ANNOTATION_LEVELS:
+            raise invalid_request(
+                docs,
+                f"For 'properties/annotation_level', {annotation['annotation_level']!r} is not one of "
+                f"{', '.join(ANNOTATION_LEVELS)}.",
+            )
     return {
         "title": output["title"],
         "summary": output["summary"],
@@ -140,7 +147,7 @@ async def create_check_run(request: Request) -> Response:
     fields.pop("head_sha")
     run_name = fields.pop("name")
     run = sandbox.state.create_check_run(repo, suite, name=run_name, fields=fields)
-    sandbox.check_run_created(repo, run, sandbox.bot, completed=run.status == "completed")
+    await sandbox.check_run_created(repo, run, sandbox.bot, completed=run.status == "completed")
     return json_response(sandbox.renderer.check_run(repo, run), status=201)
 
 
@@ -150,7 +157,7 @@ async def update_check_run(request: Request) -> Response:
     fields = validated_fields(docs_url(request), await read_json(request), creating=False)
     fields.pop("head_sha", None)
     completed = sandbox.state.update_check_run(run, fields)
-    sandbox.check_run_updated(repo, run, sandbox.bot, completed)
+    await sandbox.check_run_updated(repo, run, sandbox.bot, completed)
     return json_response(sandbox.renderer.check_run(repo, run))
 
 
@@ -165,7 +172,30 @@ async def list_for_ref(request: Request) -> Response:
     sha = await sandbox.in_thread(sandbox.git.resolve, repo.owner.login, repo.name, ref)
     if sha is None:
         raise GitHubError(422, f"No commit found for SHA: {ref}", documentation_url=docs_url(request))
-    runs = sorted(sandbox.state.check_runs_of(repo, sha), key=lambda r: r.id, reverse=True)
+    return _run_list(request, repo, sandbox.state.check_runs_of(repo, sha))
+
+
+async def list_in_suite(request: Request) -> Response:
+    """The suite's check runs: by default the newest of each name (`filter=latest`), as GitHub lists them."""
+    sandbox, _, repo = repository(request, "checks", "read")
+    raw = str(request.path_params["check_suite_id"])
+    suite = sandbox.state.check_suites.get(int(raw)) if raw.isdigit() else None
+    if suite is None or suite.repository_id != repo.id:
+        raise not_found(docs_url(request))
+    return _run_list(request, repo, sandbox.state.suite_runs(suite))
+
+
+async def list_annotations(request: Request) -> Response:
+    """The run's annotations, in the order they were given, a page at a time."""
+    sandbox, _, repo = repository(request, "checks", "read")
+    run = _run(request, repo)
+    page, headers = paginate(request, run.annotations)
+    return json_response([sandbox.renderer.annotation(repo, run, annotation) for annotation in page], headers=headers)
+
+
+def _run_list(request: Request, repo: Repository, found: list[CheckRun]) -> Response:
+    sandbox = request.app.state.sandbox
+    runs = sorted(found, key=lambda r: r.id, reverse=True)
     if request.query_params.get("filter", "latest") == "latest":
         newest: dict[str, CheckRun] = {}
         for run in runs:
@@ -188,5 +218,17 @@ ROUTES = (
     RestRoute("PATCH", f"{_REPO}/check-runs/{{check_run_id}}", update_check_run, f"{RUNS}#update-a-check-run"),
     RestRoute(
         "GET", f"{_REPO}/commits/{{ref:path}}/check-runs", list_for_ref, f"{RUNS}#list-check-runs-for-a-git-reference"
+    ),
+    RestRoute(
+        "GET",
+        f"{_REPO}/check-runs/{{check_run_id}}/annotations",
+        list_annotations,
+        f"{RUNS}#list-check-run-annotations",
+    ),
+    RestRoute(
+        "GET",
+        f"{_REPO}/check-suites/{{check_suite_id}}/check-runs",
+        list_in_suite,
+        f"{RUNS}#list-check-runs-in-a-check-suite",
     ),
 )

@@ -14,8 +14,11 @@ without the REST API's headers.
   the same `state`.
 - `POST /login/oauth/access_token` (client_id, client_secret, and code [, redirect_uri], or
   grant_type=refresh_token and refresh_token; as query parameters, a form or JSON): the user
-  access token and its refresh token (bot.sandbox.oauth). Errors are HTTP 200 with `error`,
-  `error_description` and `error_uri`, as GitHub answers them. `Accept: application/json` gives
+  access token and its refresh token (bot.sandbox.oauth); a refresh token is good once, and an
+  unknown, spent or expired one is `bad_refresh_token`. With the App's expiring user tokens off
+  (`PATCH /_sandbox/app {"expiring_user_tokens": false}`) the answer has neither `expires_in` nor a
+  refresh token. Errors are HTTP 200 with `error`, `error_description` and `error_uri`, as GitHub
+  answers them. `Accept: application/json` gives
   JSON, `application/xml` XML, anything else a form-encoded body, as GitHub does.
 
 The sign-in page is the sandbox's stand-in for github.com's: a person names their login (no

@@ -51,12 +51,24 @@ def _strings(request: Request, body: dict[str, Any], *names: str) -> None:
 
 
 async def _mergeable(sandbox: Sandbox, repo: Repository, pull: Issue) -> bool | None:
+    """As GitHub answers it: computed in the background after the base branch or the head moved, so
+    the first answer after a move is null ("not computed yet") and a later one says (docs.github.com/
+    en/rest/guides/using-the-rest-api-to-interact-with-your-git-database#checking-mergeability-of-pull-requests)."""
     assert pull.pull is not None
     if pull.state != "open":
         return None
-    return await sandbox.in_thread(
-        sandbox.git.mergeable, repo.owner.login, repo.name, pull.pull.base_sha, pull.pull.head_sha
-    )
+    owner, name = repo.owner.login, repo.name
+    base_tip = await sandbox.in_thread(sandbox.git.resolve, owner, name, f"refs/heads/{pull.pull.base_ref}")
+    if base_tip is None:
+        return None
+    head = pull.pull.head_sha
+    known = pull.pull.mergeability
+    if known is not None and known[:2] == (base_tip, head):
+        return known[2]
+    clean = await sandbox.in_thread(sandbox.git.mergeable, owner, name, base_tip, head)
+    with sandbox.state.locked():
+        pull.pull.mergeability = (base_tip, head, clean)
+    return None
 
 
 async def create_pull(request: Request) -> Response:

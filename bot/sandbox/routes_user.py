@@ -5,8 +5,9 @@ As GitHub's docs say, a user access token reaches only what both the person and 
 these two lists hold what the person has explicit permission to: repositories they own or are a
 collaborator on (a public repository they have no role on is readable, but not listed). An
 installation is listed when the person owns its account or has a role on one of its repositories.
-Without credentials they answer 401 "Requires authentication"; with an installation token or the
-App's JWT, 403.
+Without credentials they answer 401 "Requires authentication"; with a user token that expired, was
+replaced by a refresh or is unknown, 401 "Bad credentials" (bot.sandbox.auth, bot.sandbox.oauth);
+with an installation token or the App's JWT, 403.
 """
 
 from __future__ import annotations

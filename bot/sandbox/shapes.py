@@ -571,7 +571,9 @@ class Renderer:
 
     # checks
 
-    def check_suite(self, repository: Repository, suite: CheckSuite) -> Json:
+    def check_suite(self, repository: Repository, suite: CheckSuite, *, head_commit: Json | None = None) -> Json:
+        """A check suite as check runs embed it; with `head_commit` (git's facts of the head) as the
+        `check_suite` webhook shows it, with its runs' count and URL too."""
         runs = self.state.suite_runs(suite)
         if runs and all(run.status == "completed" for run in runs):
             status, conclusion = "completed", _suite_conclusion([run.conclusion for run in runs])
@@ -590,9 +592,18 @@ class Renderer:
             "before": suite.before,
             "after": suite.head_sha,
             "pull_requests": [self.pull_request_reference(repository, p) for p in pulls],
-            "app": self.app(self.state.app),
+            "app": self.app(self.state.app_of(suite.app_id)),
             "created_at": timestamp(suite.created_at),
             "updated_at": timestamp(suite.updated_at),
+            **(
+                {}
+                if head_commit is None
+                else {
+                    "latest_check_runs_count": len({run.name for run in runs}),
+                    "check_runs_url": f"{self.repository_api_url(repository)}/check-suites/{suite.id}/check-runs",
+                    "head_commit": head_commit,
+                }
+            ),
         }
 
     def check_run(self, repository: Repository, run: CheckRun) -> Json:
@@ -608,7 +619,7 @@ class Renderer:
             "external_id": run.external_id,
             "url": api,
             "html_url": f"{self.base_url}/{repository.full_name}/runs/{run.id}",
-            "details_url": run.details_url or f"{self.base_url}/apps/{self.state.app.slug}",
+            "details_url": run.details_url or f"{self.base_url}/apps/{self.state.app_of(run.app_id).slug}",
             "status": run.status,
             "conclusion": run.conclusion,
             "started_at": timestamp(run.started_at),
@@ -616,8 +627,24 @@ class Renderer:
             "output": output,
             "name": run.name,
             "check_suite": self.check_suite(repository, suite),
-            "app": self.app(self.state.app),
+            "app": self.app(self.state.app_of(run.app_id)),
             "pull_requests": [self.pull_request_reference(repository, p) for p in pulls],
+        }
+
+    def annotation(self, repository: Repository, run: CheckRun, annotation: dict[str, object]) -> Json:
+        """One annotation as GET .../check-runs/{id}/annotations lists it (GitHub's check-annotation)."""
+        path = str(annotation["path"])
+        return {
+            "path": path,
+            "start_line": annotation["start_line"],
+            "end_line": annotation["end_line"],
+            "start_column": annotation.get("start_column"),
+            "end_column": annotation.get("end_column"),
+            "annotation_level": annotation["annotation_level"],
+            "title": annotation.get("title"),
+            "message": annotation["message"],
+            "raw_details": annotation.get("raw_details"),
+            "blob_href": f"{self.base_url}/{repository.full_name}/blob/{run.head_sha}/{path}",
         }
 
     # collaborators

@@ -176,6 +176,8 @@ class PullFields:
     merge_commit_sha: str | None = None
     merged_by: Account | None = None
     requested_reviewers: list[Account] = field(default_factory=list)
+    # (base tip, head, whether head merges into it): GitHub's lazily computed mergeability.
+    mergeability: tuple[str, str, bool] | None = None
 
     @property
     def node_id(self) -> str:
@@ -333,6 +335,7 @@ class CheckRun:
     details_url: str | None
     output: dict[str, object]
     actions: list[dict[str, str]]
+    annotations: list[dict[str, object]] = field(default_factory=list)  # every one given, in order
 
     @property
     def node_id(self) -> str:
@@ -420,6 +423,7 @@ class SandboxState:
 
     def __init__(self, app: AppRecord, *, clock: Callable[[], datetime] = utc_now, ids: Ids | None = None) -> None:
         self.app = app
+        self.apps: dict[int, AppRecord] = {app.id: app}  # the App, and other Apps installed beside it (CI)
         self.clock = clock
         self.ids = ids or Ids()
         self.lock = threading.RLock()
@@ -439,6 +443,18 @@ class SandboxState:
 
     def now(self) -> datetime:
         return self.clock().replace(microsecond=0)
+
+    # Apps
+
+    def add_app(self, app: AppRecord) -> None:
+        """Another App on every installation's repositories (a CI service), with its bot account."""
+        with self.lock:
+            self.apps[app.id] = app
+            self.accounts.setdefault(app.owner.login.lower(), app.owner)
+            self.accounts.setdefault(app.bot.login.lower(), app.bot)
+
+    def app_of(self, app_id: int) -> AppRecord:
+        return self.apps[app_id]
 
     # accounts and installations
 
@@ -890,18 +906,20 @@ class SandboxState:
     # check runs
 
     def check_suite_for(
-        self, repository: Repository, head_sha: str, head_branch: str | None, before: str
+        self, repository: Repository, head_sha: str, head_branch: str | None, before: str, *, app_id: int | None = None
     ) -> CheckSuite:
-        """The App's suite for this commit: one per (app, repository, head SHA)."""
+        """The suite of the App (`app_id`, by default lanebot's) for this commit: one per (app,
+        repository, head SHA)."""
+        app_id = self.app.id if app_id is None else app_id
         with self.lock:
             for suite in self.check_suites.values():
-                if suite.repository_id == repository.id and suite.head_sha == head_sha and suite.app_id == self.app.id:
+                if suite.repository_id == repository.id and suite.head_sha == head_sha and suite.app_id == app_id:
                     return suite
             now = self.now()
             suite = CheckSuite(
                 id=next(self.ids.check_suites),
                 repository_id=repository.id,
-                app_id=self.app.id,
+                app_id=app_id,
                 head_sha=head_sha,
                 head_branch=head_branch,
                 before=before,
@@ -920,7 +938,7 @@ class SandboxState:
                 id=next(self.ids.check_runs),
                 repository_id=repository.id,
                 suite_id=suite.id,
-                app_id=self.app.id,
+                app_id=suite.app_id,
                 name=name,
                 head_sha=suite.head_sha,
                 status="queued",
@@ -955,7 +973,8 @@ class SandboxState:
             if "output" in fields:
                 output = dict(fields["output"])  # type: ignore[call-overload]
                 annotations = output.pop("annotations", None) or []
-                count = int(run.output.get("annotations_count") or 0) + len(annotations)  # type: ignore[call-overload]
+                run.annotations.extend(dict(annotation) for annotation in annotations)  # GitHub appends them
+                count = len(run.annotations)
                 run.output = {
                     "title": output.get("title"),
                     "summary": output.get("summary"),

@@ -16,6 +16,8 @@ read but not written (read-only, disk full, locked) answers 503, as deliveries w
 `/metrics` is Prometheus's text format (bot/web/metrics.py), with nothing secret in it.
 `/dashboard` is the read-only dashboard behind Sign in with GitHub (bot/web/dashboard), off (404,
 saying which settings turn it on) without GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET.
+With LANEBOT_WEBHOOK_PROXY_URL, the lifespan also reads that relay channel and hands each delivery
+to this app's own webhook endpoint (bot/edges/webhook_proxy.py); it is stopped first at shutdown.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from bot.edges.github.permissions import cache_for
 from bot.edges.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, Settings
 from bot.edges.store import db, deliveries
 from bot.edges.store.approvers import DatabasePins
+from bot.edges.webhook_proxy import WebhookProxy, relay_to_app
 from bot.runner.jobs import Jobs
 from bot.web import intake as webhooks
 from bot.web import registration as setup
@@ -82,7 +85,9 @@ def create_app(
     writer = webhooks.DeliveryWriter(engine, dispatcher.wake, store_timeout=settings.intake_store_timeout)
     budget = webhooks.BodyBudget(settings.intake_max_bodies, settings.intake_max_buffered_bytes)
     recovery = (
-        DeliveryRecovery(github, engine, interval=settings.recover_interval) if settings.recover_deliveries else None
+        DeliveryRecovery(github, engine, interval=settings.recover_interval, relayed=bool(settings.webhook_proxy_url))
+        if settings.recover_deliveries
+        else None
     )
 
     # Set when the server is told to stop (SIGTERM, SIGINT): the dashboard's event streams end, as
@@ -96,12 +101,15 @@ def create_app(
         await jobs.resume()
         dispatcher.start()
         writer.start()
-        if recovery is not None:
-            recovery.start()
+        if recovery is not None and not settings.webhook_proxy_url:
+            recovery.start()  # through a relay channel: once lanebot reads it (_start_webhook_proxy)
         log.info("lanebot %s receiving webhooks at %s", __version__, settings.webhook_path)
+        proxy = _start_webhook_proxy(settings, _app, recovery)
         try:
             yield
         finally:
+            if proxy is not None:  # first: nothing more reaches the intake's writer
+                await proxy.stop()
             await writer.stop()
             if recovery is not None:
                 await recovery.stop()
@@ -143,20 +151,50 @@ def create_app(
     return app
 
 
+def _start_webhook_proxy(settings: Settings, app: Starlette, recovery: DeliveryRecovery | None) -> WebhookProxy | None:
+    """With a relay channel set (LANEBOT_WEBHOOK_PROXY_URL): read it, delivering to this app's endpoint.
+
+    A channel relays only to those reading it at that moment: GitHub's redeliveries reach lanebot
+    only once it reads the channel, so the recovery starts then; and what the channel took while
+    lanebot was not reading is lost to it, so each reconnection brings a recovery pass forward."""
+    if not settings.webhook_proxy_url:
+        return None
+    log.info("webhook relay channel from %s", settings.webhook_proxy_setting)
+
+    def connected(connections: int) -> None:
+        if recovery is None:
+            return
+        if connections == 1:
+            recovery.start()
+        else:
+            recovery.delivery_failed()
+
+    proxy = relay_to_app(settings.webhook_proxy_url, app, settings.webhook_path, on_connected=connected)
+    proxy.start()
+    app.state.webhook_proxy = proxy
+    return proxy
+
+
 def create_setup_app(
     *,
     public_url: str,
     env_file: str | Path = ".env",
     github_api_url: str = DEFAULT_API_URL,
     webhook_path: str = DEFAULT_WEBHOOK_PATH,
+    webhook_url: str = "",
 ) -> Starlette:
-    """Only the set-up pages: needs no App settings, writes them to `env_file`.
+    """Only the set-up pages: needs no App settings, writes them to `env_file`; `webhook_url`: a relay
+    channel GitHub delivers to instead (LANEBOT_WEBHOOK_PROXY_URL).
 
     `public_url` is where GitHub reaches this lanebot (the manifest's webhook and callback URLs
     are built on it); the request's Host header is never used.
     """
     config = setup.SetupConfig(
-        env_path=Path(env_file), github_api_url=github_api_url, webhook_path=webhook_path, public_url=public_url
+        env_path=Path(env_file),
+        github_api_url=github_api_url,
+        webhook_path=webhook_path,
+        public_url=public_url,
+        webhook_url=webhook_url,
     )
     return Starlette(routes=setup.routes(config))
 

@@ -7,6 +7,10 @@ lanebot has not stored, is redelivered once (`POST /app/hook/deliveries/{id}/att
 event lanebot stored although GitHub saw no 2xx (the answer was lost) needs nothing: the
 dispatcher has it, and a redelivery of it would be answered "already stored" anyway.
 
+Through a relay channel (LANEBOT_WEBHOOK_PROXY_URL) GitHub's 2xx is the channel's answer, not
+lanebot's: the channel takes a delivery whether or not lanebot is reading it, so there an event
+lanebot has not stored is missed whatever status GitHub shows (`relayed`).
+
 Run by `lanebot deliveries recover`, and with LANEBOT_RECOVER_DELIVERIES=1 by `lanebot serve`
 (`DeliveryRecovery`): a pass over the last day at start-up, then one every LANEBOT_RECOVER_INTERVAL
 seconds over the time since the previous pass began (less a margin), and one soon after the intake
@@ -111,7 +115,7 @@ class RecoveryReport:
 def _describe(missed: MissedEvent) -> str:
     event = missed.event + (f".{missed.action}" if missed.action else "")
     return (
-        f"{event} {missed.guid} (attempt {missed.delivery_id}; {missed.attempts} failed attempt"
+        f"{event} {missed.guid} (attempt {missed.delivery_id}; {missed.attempts} attempt"
         f"{'s' if missed.attempts != 1 else ''}, last status {missed.last_status_code})"
     )
 
@@ -122,10 +126,11 @@ def succeeded(attempt: dict[str, Any]) -> bool:
     return isinstance(status, int) and 200 <= status < 300
 
 
-def plan_recovery(attempts: Iterable[dict[str, Any]], stored_ids: set[str]) -> RecoveryPlan:
+def plan_recovery(attempts: Iterable[dict[str, Any]], stored_ids: set[str], *, relayed: bool = False) -> RecoveryPlan:
     """Sort GitHub's attempts (newest first) into delivered, stored-despite-failure and missed events.
 
     A missed event is redelivered through its newest attempt; missed events come oldest first.
+    `relayed`: GitHub delivers to a relay channel, whose 2xx says nothing of lanebot.
     """
     by_guid: dict[str, list[dict[str, Any]]] = {}
     for attempt in attempts:
@@ -135,7 +140,7 @@ def plan_recovery(attempts: Iterable[dict[str, Any]], stored_ids: set[str]) -> R
     missed: list[MissedEvent] = []
     first_attempted: dict[str, datetime] = {}
     for guid, tries in by_guid.items():
-        if any(succeeded(attempt) for attempt in tries):
+        if any(succeeded(attempt) for attempt in tries) and (guid in stored_ids or not relayed):
             delivered.append(guid)
         elif guid in stored_ids:
             stored.append(guid)
@@ -162,14 +167,15 @@ def _timestamp(text: str) -> datetime:
 
 
 async def recover(
-    github_app: AppAccess, engine: Engine, since: timedelta, *, now: datetime | None = None
+    github_app: AppAccess, engine: Engine, since: timedelta, *, now: datetime | None = None, relayed: bool = False
 ) -> RecoveryReport:
-    """List the App's deliveries of the last `since` and redeliver each missed event once."""
+    """List the App's deliveries of the last `since` and redeliver each missed event once (`relayed`:
+    GitHub delivers to a relay channel, see `plan_recovery`)."""
     cutoff = (now or datetime.now(UTC)) - since
     client = github_app.app_client()
     attempts = [attempt async for attempt in client.hook_deliveries(cutoff)]
     stored_ids = await to_thread.run_sync(deliveries.known_ids, engine, cutoff - KNOWN_IDS_MARGIN)
-    plan = plan_recovery(attempts, stored_ids)
+    plan = plan_recovery(attempts, stored_ids, relayed=relayed)
     report = RecoveryReport(
         since=cutoff,
         attempts_listed=len(attempts),
@@ -212,6 +218,7 @@ class DeliveryRecovery:
         first_window: timedelta = FIRST_PASS_WINDOW,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        relayed: bool = False,
     ) -> None:
         if interval < 0:
             raise ValueError(f"the recovery interval must be 0 or more seconds, got {interval}")
@@ -223,6 +230,7 @@ class DeliveryRecovery:
         self._first_window = first_window
         self._clock = clock
         self._sleep = sleep
+        self._relayed = relayed
         self._covered_from: datetime | None = None  # where the next pass's window begins
         self._one_pass = asyncio.Lock()
         self._failed = asyncio.Event()
@@ -261,7 +269,7 @@ class DeliveryRecovery:
                 self._covered_from = started - self._first_window
             window = started - self._covered_from
             try:
-                report = await recover(self._github_app, self._engine, window, now=started)
+                report = await recover(self._github_app, self._engine, window, now=started, relayed=self._relayed)
             except Exception as error:
                 log.warning(
                     "the pass over GitHub's failed deliveries since %s failed (%s: %s); %s, or run "

@@ -2,7 +2,9 @@
 
 `GET /setup` renders a page whose form posts `app.yml` (with the webhook and redirect URLs built
 on the configured `public_url`, never on the request's Host header, which any client sets) to
-GitHub's App-creation form. Only `lanebot setup` serves these pages; the running App does not. GitHub creates the App and
+GitHub's App-creation form; with a relay channel set (LANEBOT_WEBHOOK_PROXY_URL) the webhook URL is the
+channel. When GitHub could not deliver to the webhook URL (bot/core/reachability.py: loopback,
+private, `localhost`, ...), the page says so and gives the steps to a relay channel. Only `lanebot setup` serves these pages; the running App does not. GitHub creates the App and
 sends the browser back to `GET /setup/callback?code=&state=`; lanebot checks the state it set
 in a signed, short-lived cookie, exchanges the code for the App's credentials
 (`POST /app-manifests/{code}/conversions`) and writes APP_ID, PRIVATE_KEY and WEBHOOK_SECRET to
@@ -26,7 +28,7 @@ import re
 import secrets
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,8 +41,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from bot.core.reachability import RELAY_STEPS, unreachable_reason
 from bot.edges.github.client import convert_manifest
-from bot.edges.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, parse_env_text
+from bot.edges.settings import DEFAULT_API_URL, DEFAULT_WEBHOOK_PATH, parse_env_text, webhook_proxy_setting
 from bot.render.dashboard.links import web_url_for_api
 
 log = logging.getLogger(__name__)
@@ -83,11 +86,13 @@ def creation_url(web: str, org: str | None, state: str) -> str:
     return f"{web}/settings/apps/new?{query}"
 
 
-def fill_manifest(manifest: dict[str, Any], base_url: str, webhook_path: str) -> dict[str, Any]:
-    """The manifest with its webhook and redirect URLs pointed at `base_url`."""
+def fill_manifest(manifest: dict[str, Any], base_url: str, webhook_path: str, webhook_url: str = "") -> dict[str, Any]:
+    """The manifest with its webhook and redirect URLs pointed at `base_url`; with `webhook_url` (a
+    relay channel), GitHub delivers there instead (the redirect is the browser's, so it may be local)."""
     base = base_url.rstrip("/")
     filled = dict(manifest)
-    filled["hook_attributes"] = {**(manifest.get("hook_attributes") or {}), "url": base + webhook_path}
+    hook_url = webhook_url or base + webhook_path
+    filled["hook_attributes"] = {**(manifest.get("hook_attributes") or {}), "url": hook_url}
     filled["redirect_url"] = base + CALLBACK_PATH
     filled["callback_urls"] = [base + OAUTH_CALLBACK_PATH]
     return filled
@@ -220,6 +225,11 @@ def read_env_file(path: Path) -> tuple[str, dict[str, str]]:
     return text, parse_env_text(text)[0]
 
 
+def relay_channel(env_path: Path, environ: Mapping[str, str]) -> tuple[str, str]:
+    """(setting, URL) of the relay channel set in the environment or `.env` (the environment wins), or ("", "")."""
+    return webhook_proxy_setting({**read_env_file(env_path)[1], **environ})
+
+
 def write_env_file(path: Path, text: str) -> None:
     """Replace `.env` atomically, readable by its owner only (it holds the App's private key)."""
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
@@ -266,6 +276,8 @@ class SetupConfig:
     manifest_path: Path = MANIFEST_PATH
     # Where GitHub and the browser reach this lanebot: the manifest's URLs are built on it.
     public_url: str = "http://127.0.0.1:3000"
+    # A relay channel (LANEBOT_WEBHOOK_PROXY_URL) GitHub delivers to instead of public_url.
+    webhook_url: str = ""
     http_client: Callable[[], httpx.AsyncClient] = lambda: httpx.AsyncClient(timeout=30)
     clock: Callable[[], float] = time.time
     state_signer: StateSigner = field(default_factory=lambda: StateSigner(secrets.token_bytes(32)))
@@ -293,7 +305,9 @@ def _render_setup_page(request: Request, config: SetupConfig) -> Response:
     org = request.query_params.get("org", "").strip() or None
     if org is not None and not valid_org(org):
         raise SetupError(400, f"{org!r} is not a GitHub organisation name")
-    manifest = fill_manifest(load_manifest(config.manifest_path), config.public_url, config.webhook_path)
+    manifest = fill_manifest(
+        load_manifest(config.manifest_path), config.public_url, config.webhook_path, config.webhook_url
+    )
     state, cookie = config.state_signer.issue(config.clock())
     page = _templates.get_template("setup.html").render(
         manifest_json=json.dumps(manifest, indent=2),
@@ -301,6 +315,8 @@ def _render_setup_page(request: Request, config: SetupConfig) -> Response:
         org=org,
         app_name=manifest["name"],
         webhook_url=manifest["hook_attributes"]["url"],
+        webhook_unreachable=unreachable_reason(manifest["hook_attributes"]["url"], config.github_api_url),
+        relay_steps=RELAY_STEPS,
         redirect_url=manifest["redirect_url"],
         env_path=config.env_path,
     )

@@ -35,6 +35,8 @@ def test_the_command_table_holds_exactly_the_lifecycle_commands_in_its_order():
         ("status", "/status"),
         ("help", "/help"),
         ("fix", "/fix [notes]"),
+        ("hold", "/hold [reason]"),
+        ("unhold", "/unhold"),
     ],
 )
 def test_each_command_has_its_usage_line_and_a_one_line_description(name, usage):
@@ -52,6 +54,18 @@ def test_a_command_is_a_line_starting_with_slash_and_its_name():
 def test_the_rest_of_the_line_is_the_arguments_stripped():
     parsed = parse_commands("/reject   the files overlap  ")
     assert parsed.commands == (Command("reject", "the files overlap", 1),)
+
+
+def test_hold_takes_its_reason_from_the_rest_of_the_line_and_needs_none():
+    assert parse_commands("/hold the CI is down until 3pm").commands == (
+        Command("hold", "the CI is down until 3pm", 1),
+    )
+    assert parse_commands("/hold\n/Unhold").commands == (Command("hold", "", 1), Command("unhold", "", 2))
+
+
+def test_a_misspelt_hold_is_reported_with_the_command_meant():
+    [unknown] = parse_commands("/unhodl").unknown
+    assert unknown.suggestion == "unhold"
 
 
 def test_arguments_stop_at_the_end_of_the_line():
@@ -327,6 +341,13 @@ def test_help_says_when_the_other_commands_become_valid():
     assert "`/retry` when the run is blocked" in text
     assert "`/approve`, `/reject`, `/replan` when the run is awaiting approval" in text
     assert "`/plan` when the issue has no run or its run is rejected, cancelled or failed" in text
+
+
+def test_help_of_a_held_run_offers_unhold_and_says_when_hold_and_unhold_are_valid():
+    held = help_text(RunState.RUNNING, held=True)
+    assert _listed_commands(held) == ["cancel", "unhold", "status", "help"]
+    assert "`/hold` when the run is running or integrating and not held" in held
+    assert "`/unhold` when the run is held" in help_text(RunState.RUNNING)
 
 
 def test_help_names_the_state_it_was_asked_in():

@@ -8,6 +8,7 @@ import pytest
 
 from bot.core.lifecycle import (
     ALL_COMMANDS,
+    HOLD_COMMANDS,
     QUERY_COMMANDS,
     TERMINAL,
     Event,
@@ -15,6 +16,7 @@ from bot.core.lifecycle import (
     RunState,
     available_actions,
     command_event,
+    is_held,
     states_allowing,
     transition,
 )
@@ -46,6 +48,7 @@ EXPECTED: dict[tuple[RunState | None, Event], RunState] = {
     (S.BLOCKED, E.RETRY): S.RUNNING,
     (S.BLOCKED, E.CANCEL): S.CANCELLED,
     (S.DONE, E.FIX): S.DONE,
+    (S.DONE, E.UPDATE): S.DONE,
     (S.DONE, E.PR_MERGED): S.DONE,
     (S.DONE, E.PR_CLOSED): S.CANCELLED,
 }
@@ -54,9 +57,9 @@ EXPECTED_ACTIONS: dict[RunState | None, tuple[str, ...]] = {
     NO_RUN: ("plan", "status", "help"),
     S.PLANNING: ("cancel", "status", "help"),
     S.AWAITING_APPROVAL: ("approve", "reject", "replan", "cancel", "status", "help"),
-    S.RUNNING: ("cancel", "status", "help"),
-    S.INTEGRATING: ("cancel", "status", "help"),
-    S.DONE: ("fix", "status", "help"),
+    S.RUNNING: ("cancel", "hold", "status", "help"),
+    S.INTEGRATING: ("cancel", "hold", "status", "help"),
+    S.DONE: ("fix", "update", "status", "help"),
     S.BLOCKED: ("retry", "cancel", "status", "help"),
     S.REJECTED: ("plan", "status", "help"),
     S.CANCELLED: ("plan", "status", "help"),
@@ -126,8 +129,8 @@ def test_terminal_states_are_rejected_cancelled_and_failed():
 def test_refusing_a_command_names_the_action_the_state_and_what_is_valid_now():
     with pytest.raises(InvalidTransition) as refused:
         transition(S.RUNNING, E.APPROVE)
-    assert str(refused.value) == ("cannot approve a run that is running; valid now: /cancel, /status, /help")
-    assert refused.value.valid_now == ("cancel", "status", "help")
+    assert str(refused.value) == ("cannot approve a run that is running; valid now: /cancel, /hold, /status, /help")
+    assert refused.value.valid_now == ("cancel", "hold", "status", "help")
 
 
 def test_refusing_a_command_on_an_issue_without_a_run_says_so():
@@ -179,8 +182,8 @@ def test_status_and_help_are_available_in_every_state_and_last(state):
 
 @pytest.mark.parametrize("state", ALL_STATES, ids=lambda s: str(s or "no-run"))
 def test_every_available_command_has_a_transition_and_no_other_command_does(state):
-    available = set(available_actions(state)) - set(QUERY_COMMANDS)
-    for name in set(ALL_COMMANDS) - set(QUERY_COMMANDS):
+    available = set(available_actions(state)) - set(QUERY_COMMANDS) - set(HOLD_COMMANDS)
+    for name in set(ALL_COMMANDS) - set(QUERY_COMMANDS) - set(HOLD_COMMANDS):
         has_transition = (state, Event(name)) in EXPECTED
         assert (name in available) == has_transition, name
         if has_transition:
@@ -194,7 +197,7 @@ def test_status_and_help_never_change_state_so_they_are_no_events():
 
 
 def test_every_state_changing_command_is_an_event_and_reported_events_are_not_commands():
-    commands = [name for name in ALL_COMMANDS if name not in QUERY_COMMANDS]
+    commands = [name for name in ALL_COMMANDS if name not in QUERY_COMMANDS + HOLD_COMMANDS]
     assert [command_event(name) for name in commands] == [Event(name) for name in commands]
     assert {e for e in Event if e.is_command} == {Event(name) for name in commands}
 
@@ -202,6 +205,30 @@ def test_every_state_changing_command_is_an_event_and_reported_events_are_not_co
 def test_an_unknown_command_name_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown command 'aprove'; known: plan, approve"):
         command_event("aprove")
+
+
+# A hold is a flag beside the state: which of /hold and /unhold is valid depends on both.
+EXPECTED_HELD_ACTIONS: dict[RunState | None, tuple[str, ...]] = {
+    S.RUNNING: ("cancel", "unhold", "status", "help"),
+    S.INTEGRATING: ("cancel", "unhold", "status", "help"),
+    S.BLOCKED: ("retry", "cancel", "unhold", "status", "help"),
+}
+
+
+@pytest.mark.parametrize("state", ALL_STATES, ids=lambda s: str(s or "no-run"))
+def test_a_held_run_offers_unhold_instead_of_hold_while_it_builds_or_is_blocked(state):
+    expected = EXPECTED_HELD_ACTIONS.get(state, tuple(a for a in EXPECTED_ACTIONS[state] if a != "hold"))
+    assert available_actions(state, held=True) == expected
+    assert is_held(state, True) == (state in EXPECTED_HELD_ACTIONS)
+    assert not is_held(state, False)
+
+
+def test_hold_is_valid_only_while_the_run_builds_and_no_hold_moves_the_state():
+    assert states_allowing("hold") == (S.RUNNING, S.INTEGRATING)
+    assert states_allowing("unhold") == ()
+    assert states_allowing("unhold", held=True) == (S.RUNNING, S.INTEGRATING, S.BLOCKED)
+    assert command_event("hold") is None and command_event("unhold") is None
+    assert {e.value for e in Event}.isdisjoint(HOLD_COMMANDS)
 
 
 def test_states_allowing_lists_where_a_command_is_valid():

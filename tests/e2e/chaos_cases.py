@@ -478,7 +478,7 @@ def killed_run(stack: Stack, repo: str, point: str, rng: random.Random, killed: 
     if point == "pull request":
         assert stack.human is not None
         path = rf"/repos/{repo}/issues/{number}/labels"
-        stack.human.add_fault(method="POST", path=path, delay=8, body_contains="lanebot:done")
+        stack.human.add_fault(method="PUT", path=path, delay=8, body_contains="lanebot:done")  # the label swap
     approve(stack, repo, number)
     branch_has = lambda prefix: any(s.startswith(prefix) for s in merge_commits(stack, repo, number))  # noqa: E731
     if point == "lanes":

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from bot.cli import main as cli_main
+from bot.core.diffstat import parse_numstat
 from bot.demo.plan import UNITS as DEMO_UNITS
 from bot.demo.runner import AGENT_BINARY_ENV, agent_binary_for, host_workflows
 from bot.demo.stack import Stack
@@ -256,6 +257,12 @@ def session_kinds(stack: Stack, number: int, *, repo: str = REPO) -> list[str]:
     return kinds
 
 
+def lane_sessions(stack: Stack, number: int) -> list[Any]:
+    run_id = lanebot_run_id(stack, number)
+    found: list[Any] = lanebot_db(stack, lambda engine: [s for s in runs.sessions(engine, run_id) if s.kind == "lane"])
+    return found
+
+
 def verify_conclusions(stack: Stack) -> list[str]:
     checks = [c for c in stack.repository(REPO)["check_runs"] if c["name"] == "lanebot / verify"]
     return [c["conclusion"] for c in sorted(checks, key=lambda c: c["id"])]
@@ -402,6 +409,10 @@ def test_codex_plans_and_builds_and_the_pull_request_opens(tmp_path: Path) -> No
         assert on_branch(stack, branch, "main.py") == MAIN_REPAIRED
         assert verify_conclusions(stack) == ["success"]
         assert session_kinds(stack, number) == ["integrate", "lane", "lane", "plan"]
+        for lane in lane_sessions(stack, number):  # what the CLI reported, and what the attempt changed
+            assert lane.input_tokens and lane.output_tokens
+            assert [change.path for change in parse_numstat(lane.diff_stat)] in (["greet.py"], ["main.py"])
+            assert lane.check_output is not None and lane.check_started_at is not None
         calls = server.calls
     assert sorted(kinds_seen(calls), key=str) == ["integrate", "lane", "lane", "plan"]
     assert all(call.api == "openai" for call in calls)

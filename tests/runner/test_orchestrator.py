@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from bot.core.diffstat import parse_numstat
 from bot.core.lifecycle import InvalidTransition
 from bot.core.names import integration_branch, lane_branch
 from bot.edges.github.client import GitHubApp
@@ -189,6 +190,7 @@ class Finished:
     github: Readout
     bare: Path
     workdir: Path
+    sessions: list[Any]
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +212,13 @@ def worked_example(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite_fil
                 state = await w.drive(run_id)
                 lanes = {lane.unit_id: lane for lane in store.lanes(w.context.engine, run_id)}
                 return Finished(
-                    state, w.run(run_id), lanes, w.github.readout(), w.bare, Path(w.context.settings.workdir)
+                    state,
+                    w.run(run_id),
+                    lanes,
+                    w.github.readout(),
+                    w.bare,
+                    Path(w.context.settings.workdir),
+                    store.sessions(w.context.engine, run_id),
                 )
 
     return asyncio.run(drive())
@@ -263,6 +271,19 @@ def test_every_lane_reports_a_check_run_on_its_head_and_verify_reports_on_the_pr
     assert verify["head_sha"] == _rev(done.bare, integration_branch(ISSUE))
     assert verify["conclusion"] == "success"
     assert (done.workdir / "transcripts" / str(done.run.id) / "migration" / "attempt-1.jsonl").is_file()
+
+
+def test_each_lane_attempt_keeps_its_diff_stat_its_checks_output_and_when_its_check_began(worked_example):
+    done = worked_example
+    by_lane = {s.lane_id: s for s in done.sessions if s.kind == "lane"}
+    for spec in WORKED_EXAMPLE:
+        attempt = by_lane[done.lanes[spec["id"]].id]
+        [change] = parse_numstat(attempt.diff_stat)
+        replaced = spec["id"] == "cli-flag"  # its file was there before: one line out, one in
+        assert f"path={change.path}" in spec["brief"]
+        assert (change.added, change.deleted) == (1, 1 if replaced else 0)
+        assert attempt.check_output == ""  # `test -f` prints nothing, and a passing check is kept too
+        assert attempt.started_at <= attempt.check_started_at <= attempt.ended_at
 
 
 def test_the_progress_comment_is_one_comment_edited_in_place_and_the_label_follows_the_run(worked_example):
@@ -428,6 +449,68 @@ async def test_lanebot_scratch_and_workflow_files_are_refused_unless_the_unit_na
         assert await w.drive(run_id) == "blocked"
 
         assert "outside its files" in w.run(run_id).error and ".lanebot/notes.md" in w.run(run_id).error
+
+
+SETUP = """
+if [ -f "$LANEBOT_CACHE/deps" ]; then echo "$LANEBOT_UNIT reused" >> "$LANEBOT_CACHE/setups"
+else echo "installed-$(cat deps.lock)" > "$LANEBOT_CACHE/deps"; echo "$LANEBOT_UNIT filled" >> "$LANEBOT_CACHE/setups"; fi
+cp "$LANEBOT_CACHE/deps" .lane-deps
+echo "$LANEBOT_PORT_BASE $LANEBOT_PORT_COUNT" > .lane-ports
+"""
+# The check sees what set-up left, its ports, and the cache, which it may read and not write.
+SETUP_CHECK = (
+    'test "$(cat .lane-deps)" = installed-v1 && test "$(cat .lane-ports)" = "$LANEBOT_PORT_BASE 5"'
+    ' && test -f "$LANEBOT_CACHE/deps" && ! touch "$LANEBOT_CACHE/written-by-a-check" 2>/dev/null'
+)
+
+
+@pytest.mark.anyio
+async def test_set_up_runs_in_each_new_worktree_fills_the_cache_once_and_tear_down_runs_after(
+    tmp_path, monkeypatch, sqlite_url
+):
+    files = {**PROJECT, ".gitignore": ".lane-*\n", "deps.lock": "v1\n"}
+    build = {
+        "agent": "recipe",
+        "schedule": "barrier",
+        "setup": SETUP,
+        "teardown": 'echo "$LANEBOT_UNIT" >> "$LANEBOT_CACHE/teardowns"',
+        "cache_key": ["deps.lock"],
+        "ports": 5,
+    }
+    plan = [
+        unit("one", "^one/", SETUP_CHECK, brief=recipe("one/a.txt", "a\n")),
+        unit("two", "^two/", SETUP_CHECK, needs=("one",), brief=recipe("two/b.txt", "b\n")),
+    ]
+    async with world(tmp_path, monkeypatch, sqlite_url, build=build, files=files) as w:
+        run_id = approved_run(w.context.engine, plan)
+
+        assert await w.drive(run_id) == "done", w.run(run_id).error
+
+        [cache] = [path for path in (tmp_path / "work" / "cache" / OWNER / REPO).iterdir() if path.is_dir()]
+        assert (cache / "setups").read_text() == "one filled\ntwo reused\n"
+        assert (cache / "teardowns").read_text() == "one\ntwo\n"
+        assert not (cache / "written-by-a-check").exists()
+        assert tree_paths(w.bare, integration_branch(ISSUE)) >= {"one/a.txt", "two/b.txt"}
+        assert not any(path.startswith(".lane-") for path in tree_paths(w.bare, integration_branch(ISSUE)))
+
+
+@pytest.mark.anyio
+async def test_a_failing_set_up_fails_its_lane_at_once_without_an_agent_naming_the_script_and_its_output(
+    tmp_path, monkeypatch, sqlite_url
+):
+    build = {"agent": "command", "max_retries": 2, "setup": "echo cannot reach the registry >&2; exit 7"}
+    async with world(tmp_path, monkeypatch, sqlite_url, build=build) as w:
+        run_id = approved_run(w.context.engine, [unit("api", "^app/api/", "true")])
+
+        assert await w.drive(run_id) == "blocked"
+
+        assert w.scenario.runs() == []  # no agent session: a retry could not mend the repository's set-up
+        assert w.lane(run_id, "api").state == "failed"
+        error = w.run(run_id).error
+        assert "its set-up (build.setup) failed: build.setup exited with status 7" in error
+        assert "`/retry api`" in error
+        [comment] = progress_comments(w.github.readout(), run_id)
+        assert "cannot reach the registry" in comment["body"]
 
 
 @pytest.mark.anyio

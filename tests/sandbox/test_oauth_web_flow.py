@@ -320,6 +320,55 @@ async def test_a_token_expires_after_eight_hours_and_a_refresh_gives_a_new_pair_
         assert (await exchange(h, "", grant_type="password"))["error"] == "unsupported_grant_type"
 
 
+async def test_a_refresh_needs_the_clients_credentials_and_a_refresh_token(tmp_path: Path, project: Path) -> None:
+    async with world(tmp_path, project) as h:
+        first = await exchange(h, await code_for(h, "alice"))
+        refresh = {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}
+        wrong = await exchange(h, "", **refresh, client_secret="not-the-secret")
+        assert wrong["error"] == "incorrect_client_credentials"
+        assert (await exchange(h, "", grant_type="refresh_token"))["error"] == "bad_refresh_token"
+        as_code = await exchange(h, first["refresh_token"])  # a refresh token is not a code
+        assert as_code["error"] == "bad_verification_code"
+        access = await exchange(h, "", grant_type="refresh_token", refresh_token=first["access_token"])
+        assert access["error"] == "bad_refresh_token"
+        assert "access_token" in await exchange(h, "", **refresh)  # none of the refusals spent it
+
+
+async def test_the_sandbox_issues_short_lived_tokens_when_told_and_says_so_in_expires_in(
+    tmp_path: Path, project: Path
+) -> None:
+    async with world(tmp_path, project) as h:
+        for refused in (0, 28801, "60", True):
+            answer = await h.http.patch("/_sandbox/app", json={"user_token_seconds": refused})
+            assert answer.status_code == 422 and "user_token_seconds" in answer.json()["message"]
+        shown = await h.http.patch("/_sandbox/app", json={"user_token_seconds": 60})
+        assert shown.json()["user_token_seconds"] == 60 and shown.json()["expiring_user_tokens"] is True
+        first = await exchange(h, await code_for(h, "alice"))
+        assert first["expires_in"] == 60 and first["refresh_token_expires_in"] == 15811200
+        bearer = {"Authorization": f"Bearer {first['access_token']}"}
+        h.clock.advance(seconds=59)
+        assert (await h.http.get("/user", headers=bearer)).status_code == 200
+        h.clock.advance(seconds=1)
+        assert (await h.http.get("/user", headers=bearer)).status_code == 401
+        second = await exchange(h, "", grant_type="refresh_token", refresh_token=first["refresh_token"])
+        assert second["expires_in"] == 60
+
+
+async def test_without_expiring_user_tokens_a_token_has_no_expiry_and_no_refresh_token(
+    tmp_path: Path, project: Path
+) -> None:
+    async with world(tmp_path, project) as h:
+        assert (await h.http.patch("/_sandbox/app", json={"expiring_user_tokens": "no"})).status_code == 422
+        await h.http.patch("/_sandbox/app", json={"expiring_user_tokens": False})
+        answer = await exchange(h, await code_for(h, "alice"))
+        assert set(answer) == {"access_token", "scope", "token_type"} and answer["access_token"].startswith("ghu_")
+        h.clock.advance(hours=9)
+        me = await h.http.get("/user", headers={"Authorization": f"Bearer {answer['access_token']}"})
+        assert me.status_code == 200 and me.json()["login"] == "alice"
+        nothing = await exchange(h, "", grant_type="refresh_token", refresh_token=answer["access_token"])
+        assert nothing["error"] == "bad_refresh_token"
+
+
 @pytest.mark.parametrize("path", ["/user", "/user/installations", "/user/installations/70001/repositories"])
 async def test_the_user_routes_want_a_user_token(tmp_path: Path, project: Path, path: str) -> None:
     async with world(tmp_path, project) as h:

@@ -842,6 +842,7 @@ async def test_a_person_can_rerequest_a_check_run_and_pick_one_of_its_actions(tm
         assert await h.delivered() == [
             ("check_run", "created"),
             ("check_run", "completed"),
+            ("check_suite", "completed"),
             ("check_run", "rerequested"),
             ("check_run", "requested_action"),
         ]

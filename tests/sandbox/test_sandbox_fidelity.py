@@ -58,6 +58,10 @@ CONDITIONAL_KEYS: dict[str, Any] = {
     # A reply says which comment it answers: "in_reply_to_id" in the review-comment schema
     # (docs.github.com/en/rest/pulls/comments); the examples are of thread roots, which lack it.
     ".comment.in_reply_to_id": 1,
+    # The check suite's App has its slug, as the App object has in GitHub's webhook schema
+    # (docs.github.com/en/webhooks/webhook-events-and-payloads#check_suite, `check_suite.app.slug`);
+    # the example predates it, check_run's examples have it.
+    ".check_suite.app.slug": "octoapp",
 }
 
 # Keys an example has that GitHub leaves out in some circumstances (documented where named).
@@ -102,6 +106,7 @@ NULLABLE = {
 MAPS = {
     ".check_run.app.permissions",
     ".check_run.check_suite.app.permissions",
+    ".check_suite.app.permissions",
     ".repository.custom_properties",
     ".pull_request.head.repo.custom_properties",
     ".pull_request.base.repo.custom_properties",
@@ -369,6 +374,14 @@ async def _scenario(
             )
         )
         await ok(http.post(f"{human}/check-runs/{run['id']}/rerequest", json={"as": "bob"}))
+        failing = {"title": "1 test failed", "summary": "test_thing failed", "text": "E assert 1 == 2"}
+        annotation = {"path": "README.md", "start_line": 1, "end_line": 1, "annotation_level": "failure"}
+        tests = {
+            "name": "tests",
+            "conclusion": "failure",
+            "output": {**failing, "annotations": [annotation | {"message": "No."}]},
+        }
+        await ok(http.post(f"{human}/ci-reports", json={"sha": head, "runs": [tests]}))
         await ok(
             http.post(f"{human}/check-runs/{run['id']}/requested-action", json={"as": "bob", "identifier": "retry"})
         )
@@ -608,6 +621,14 @@ DOCUMENTED_ROUTES = {
         "GET",
         "/repos/{owner}/{repo}/commits/{ref}/check-runs",
     ): f"{REST}/checks/runs#list-check-runs-for-a-git-reference",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
+    ): f"{REST}/checks/runs#list-check-run-annotations",
+    (
+        "GET",
+        "/repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs",
+    ): f"{REST}/checks/runs#list-check-runs-in-a-check-suite",
 }
 
 

@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 import bot.web.app
 from bot import __version__
 from bot.cli import main
+from bot.cli.serve import server_implementation
 from bot.edges.store import db, deliveries
 from bot.web.app import create_app
 from tests.app_helpers import (
@@ -155,7 +156,14 @@ def test_serve_runs_uvicorn_with_the_settings_host_port_and_log_level(clean_envi
     assert main(["serve", "--host", "0.0.0.0"]) == 0
     [(app, options)] = calls
     assert isinstance(app, Starlette) and app.state.settings.app_id == "4711"
-    assert options == {"host": "0.0.0.0", "port": 8123, "log_level": "debug"}
+    implementation = server_implementation()
+    assert options == {
+        "host": "0.0.0.0",
+        "port": 8123,
+        "log_level": "debug",
+        "http": implementation.http,
+        "loop": implementation.loop,
+    }
 
 
 def test_setup_serves_the_setup_pages_without_any_app_settings(clean_environment, monkeypatch, capsys):

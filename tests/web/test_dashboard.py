@@ -81,6 +81,9 @@ def seed(engine, workdir: Path) -> dict[str, int]:
             input_tokens=1200,
             output_tokens=340,
             cost_usd=0.09,
+            check_started_at=T0 + timedelta(minutes=6),
+            check_output="3 passed in 0.4s",
+            diff_stat="12\t0\tapp/api.py\n-\t-\tlogo.png",
         )
         store.set_lane_state(engine, api.id, "finished", "merged", now=T0 + timedelta(minutes=9))
         outside = workdir.parent / f"outside-{run.id}.jsonl"
@@ -206,6 +209,15 @@ def test_the_run_page_holds_the_graph_svg_the_timeline_and_links(engine, workdir
     assert f'href="/dashboard/runs/{ids["octo/one"]}/lanes/api/attempts/1"' in text
     assert "runner-1" in text and "8 min" in text and "15 min" in text  # took; the critical path's estimate
     assert "lane" in text and "&#34;to&#34;: &#34;merged&#34;" in text  # the event log, escaped
+    planned, actual = text.split('class="timeline timeline-planned"')[1].split('class="timeline timeline-actual"')
+    assert planned.count('data-kind="planned"') == 2  # one bar per unit, by its estimate
+    api_row = actual.split('data-unit="api"')[1].split("</g>")[0]
+    assert [kind for kind in ("agent", "check", "to-merge") if f'data-kind="{kind}"' in api_row] == [
+        "agent",
+        "check",
+        "to-merge",
+    ]
+    assert "the agent, 6 min" in api_row and "its check, 2 min" in api_row and 'class="merged"' in api_row
 
 
 def test_an_attempt_renders_its_transcript_and_refuses_a_path_outside_the_workdir(engine, workdir):
@@ -221,6 +233,9 @@ def test_an_attempt_renders_its_transcript_and_refuses_a_path_outside_the_workdi
     assert "ABRACADABRA" in page.text and "Write" in page.text and "File created successfully" in page.text
     assert "&lt;!DOCTYPE html&gt;" in page.text and "<details>" in page.text  # the long Write input, folded
     assert "runner-1" in page.text and "lanebot: exit" in page.text
+    assert "The unit's check passed in 2 min." in page.text and "3 passed in 0.4s" in page.text
+    assert "2 files, 12 lines added, 0 deleted." in page.text
+    assert "<code>app/api.py</code>" in page.text and "+12" in page.text and "binary" in page.text
     assert outside.status_code == 200
     assert "OUTSIDE-SECRET" not in outside.text
     assert "not under this host&#39;s LANEBOT_WORKDIR" in outside.text
@@ -316,7 +331,8 @@ def test_access_is_checked_again_after_the_ttl(engine, workdir):
         )
         clock[0] += 301
         expired = client.get("/dashboard", follow_redirects=False)
-        assert expired.status_code == 303 and expired.headers["location"] == "/dashboard/login"
+        assert expired.status_code == 401 and "Sign in again" in expired.text  # no refresh token to renew it with
+        assert "lanebot_dashboard" not in client.cookies
 
 
 def test_sign_in_returns_to_the_page_asked_for(engine, workdir):

@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 
 from bot.edges.store import runs as store
 from bot.web.dashboard import GitHubUser, dashboard_routes
+from bot.web.dashboard.github import RefreshRefused, UserTokens
 from tests.web.test_dashboard import T0, seed, settings_for
 
 pytestmark = pytest.mark.anyio
@@ -29,8 +30,11 @@ class FakeUsers:
     def authorize_url(self, *, state: str, redirect_uri: str | None) -> str:
         return f"https://github.example.test/login/oauth/authorize?state={state}"
 
-    async def exchange_code(self, code: str, *, redirect_uri: str | None) -> str:
-        return "ghu_token"
+    async def exchange_code(self, code: str, *, redirect_uri: str | None) -> UserTokens:
+        return UserTokens("ghu_token")  # a token that does not expire
+
+    async def refresh(self, refresh_token: str) -> UserTokens:
+        raise RefreshRefused("there is no refresh token to renew")
 
     async def user(self, token: str) -> GitHubUser:
         return GitHubUser("ann", 1001)

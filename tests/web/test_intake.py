@@ -324,6 +324,8 @@ def test_the_stored_fields_come_from_the_payload():
     assert (delivery.delivery_id, delivery.event, delivery.action) == ("d-1", "issues", "opened")
     assert (delivery.installation_id, delivery.repository) == (4242, "Codertocat/Hello-World")
     assert delivery.payload == body
+    # The replay check's key: the signature verified, so the body is not hashed again.
+    assert "sha256=" + delivery.body_mac.hex() == sign(body)
 
 
 async def test_neither_the_body_nor_the_signature_reaches_the_log(sqlite_engine, caplog):
@@ -486,7 +488,7 @@ def test_bodies_are_remembered_for_the_window_and_up_to_the_count():
     recent = webhooks.RecentBodies(window_seconds=60, max_entries=2, clock=lambda: now[0])
 
     def delivery(delivery_id: str, body: bytes) -> webhooks.VerifiedDelivery:
-        return webhooks.VerifiedDelivery(delivery_id, "issues", "opened", 1, "o/r", body)
+        return webhooks.VerifiedDelivery(delivery_id, "issues", "opened", 1, "o/r", body, hashlib.sha256(body).digest())
 
     recent.remember(delivery("a", b"{1}"))
     assert recent.stored_as(delivery("b", b"{1}")) == "a"

@@ -4,7 +4,9 @@ its batch committed, in arrival order, a bad one failing alone, none left hangin
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -90,6 +92,7 @@ def verified(delivery_id: str, *, installation_id: int | None = 4242) -> webhook
         installation_id=installation_id,
         repository="octo/repo",
         payload=payload.encode(),
+        body_mac=hashlib.sha256(payload.encode()).digest(),  # stands in for the signature: one per body
     )
 
 
@@ -115,6 +118,13 @@ async def after_loop_turns(condition: Callable[[], bool], turns: int = 50) -> No
             return
         await asyncio.sleep(0)
     raise AssertionError(f"still not true after {turns} turns of the event loop")
+
+
+def intake_lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    """The intake's log lines at exactly `level`, in order."""
+    return [
+        record.getMessage() for record in caplog.records if record.name == webhooks.__name__ and record.levelno == level
+    ]
 
 
 def stored_ids(engine) -> list[str]:
@@ -209,6 +219,22 @@ async def test_a_duplicate_is_already_stored_within_a_batch_and_across_batches(e
     wakes_before = wakes.count
     assert await answers(offer(writer, verified("z"))) == [False]
     assert wakes.count == wakes_before  # a batch that stored nothing new does not wake the dispatcher
+
+
+async def test_each_batch_is_logged_in_one_line_naming_the_deliveries_it_stored(engine, writes, caplog):
+    caplog.set_level(logging.INFO, logger="bot.web.intake")
+    writer = webhooks.DeliveryWriter(engine, Wakes())
+    writes.hold()
+    first = offer(writer, verified("first"))
+    await writes.a_batch_entered()
+    later = offer(writer, verified("b-1"), verified("first"), verified("b-2"))
+    await after_loop_turns(lambda: writer.waiting == 3)
+    writes.release()
+    assert await answers(first + later) == [True, True, False, True]
+    assert intake_lines(caplog, logging.INFO) == [
+        "stored 1 delivery: first (issues.opened)",
+        "stored 2 deliveries: b-1 (issues.opened), b-2 (issues.opened)",  # the second "first" stored nothing
+    ]
 
 
 async def test_one_bad_delivery_in_a_batch_fails_alone_and_the_others_are_stored(engine, writes, caplog):
@@ -310,11 +336,15 @@ async def post(client: httpx.AsyncClient, delivery_id: str, payload: dict[str, A
     return await client.post(WEBHOOK_PATH, content=body, headers=headers)
 
 
-async def test_a_lone_request_is_answered_202_from_a_batch_of_its_own(engine, writes):
+async def test_a_lone_request_is_answered_202_from_a_batch_of_its_own(engine, writes, caplog):
+    caplog.set_level(logging.DEBUG, logger="bot.web.intake")
     async with running_lanebot(engine) as (_app, client):
         response = await post(client, "alone")
     assert (response.status_code, response.json()) == (202, {"delivery": "alone", "stored": True})
     assert writes.batches == [["alone"]]
+    # The batch's line at info; the request's own at debug, for whoever needs each answer.
+    assert intake_lines(caplog, logging.INFO) == ["stored 1 delivery: alone (ping)"]
+    assert intake_lines(caplog, logging.DEBUG) == ["delivery alone answered 202: stored with its batch"]
 
 
 async def test_two_copies_in_one_batch_answer_202_then_200(engine, writes):

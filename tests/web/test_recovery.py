@@ -167,6 +167,15 @@ def test_an_event_lanebot_stored_is_not_redelivered_even_if_github_saw_a_failure
     assert (plan.stored_despite_failure, plan.missed) == (["g"], [])
 
 
+def test_through_a_relay_channel_an_event_github_saw_delivered_but_lanebot_never_stored_is_missed():
+    """The channel answers 200 whether or not lanebot was reading it: its 2xx says nothing of lanebot."""
+    attempts = [attempt(2, "stored", 200, 1), attempt(1, "lost", 200, 2)]
+    plan = plan_recovery(attempts, stored_ids={"stored"}, relayed=True)
+    assert plan.delivered == ["stored"]
+    assert [(missed.guid, missed.delivery_id) for missed in plan.missed] == [("lost", 1)]
+    assert plan_recovery(attempts, stored_ids={"stored"}).missed == []  # without a relay, 200 is lanebot's
+
+
 def test_lanebot_deliveries_recover_prints_what_it_did(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     for name in ("PRIVATE_KEY_PATH", "GITHUB_API_URL", "WEBHOOK_PATH", "LANEBOT_RECOVER_DELIVERIES"):

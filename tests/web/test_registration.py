@@ -14,6 +14,7 @@ import pytest
 import respx
 from starlette.applications import Starlette
 
+from bot.cli import main
 from bot.edges.settings import Settings, parse_env_text
 from bot.render.dashboard.links import web_url_for_api
 from bot.web import registration as setup
@@ -108,6 +109,74 @@ async def test_the_page_posts_app_yml_with_urls_of_the_configured_public_address
     }
     assert "issue_comment" in manifest["default_events"]
     assert setup.STATE_COOKIE in page.cookies
+
+
+async def test_a_webhook_url_github_cannot_reach_is_said_so_with_the_way_to_a_relay_channel(env_path):
+    app = create_setup_app(public_url="http://127.0.0.1:3000", env_file=env_path)
+    async with running(app) as client:
+        page = (await client.get("/setup")).text
+    assert 'id="unreachable"' in page
+    assert "GitHub cannot deliver webhooks to <code>http://127.0.0.1:3000/api/github/webhooks</code>" in page
+    assert "the address 127.0.0.1 is loopback" in page
+    assert "https://smee.io/new" in page and "LANEBOT_WEBHOOK_PROXY_URL" in page
+
+
+@pytest.mark.parametrize(
+    ("public_url", "webhook_url", "github_api_url"),
+    [
+        ("https://lanebot.example.com", "", "https://api.github.com"),
+        ("http://127.0.0.1:3000", "https://smee.io/AbC123", "https://api.github.com"),
+        # An Enterprise Server may well sit in the same private network as lanebot.
+        ("http://10.0.0.5:3000", "", "https://ghe.corp.example/api/v3"),
+    ],
+)
+async def test_a_webhook_url_github_can_reach_gets_no_warning(env_path, public_url, webhook_url, github_api_url):
+    app = create_setup_app(
+        public_url=public_url, env_file=env_path, webhook_url=webhook_url, github_api_url=github_api_url
+    )
+    async with running(app) as client:
+        page = (await client.get("/setup")).text
+    assert 'id="unreachable"' not in page
+
+
+async def test_with_a_relay_channel_github_delivers_to_the_channel_and_the_browser_returns_here(env_path):
+    app = create_setup_app(public_url="http://127.0.0.1:3000", env_file=env_path, webhook_url="https://smee.io/AbC123")
+    async with running(app) as client:
+        _, manifest = form_of((await client.get("/setup")).text)
+    assert manifest["hook_attributes"]["url"] == "https://smee.io/AbC123"
+    assert manifest["redirect_url"] == "http://127.0.0.1:3000/setup/callback"
+
+
+def test_the_relay_channel_is_read_from_the_environment_before_env(env_path):
+    env_path.write_text("WEBHOOK_PROXY_URL=https://smee.io/FromDotEnv\n")
+    assert setup.relay_channel(env_path, {}) == ("WEBHOOK_PROXY_URL", "https://smee.io/FromDotEnv")
+    environ = {"LANEBOT_WEBHOOK_PROXY_URL": "https://smee.io/FromEnviron"}
+    assert setup.relay_channel(env_path, environ) == ("LANEBOT_WEBHOOK_PROXY_URL", "https://smee.io/FromEnviron")
+    assert setup.relay_channel(env_path.with_name("missing.env"), {}) == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("environ", "says"),
+    [
+        ({}, "GitHub cannot deliver webhooks to http://127.0.0.1:3000/api/github/webhooks: the address 127.0.0.1"),
+        (
+            {"WEBHOOK_PROXY_URL": "https://smee.io/AbC123"},
+            "GitHub will deliver webhooks to the relay channel https://smee.io/AbC123 (WEBHOOK_PROXY_URL).",
+        ),
+    ],
+)
+def test_lanebot_setup_says_in_the_terminal_where_github_will_deliver(tmp_path, monkeypatch, capsys, environ, says):
+    served = []
+    monkeypatch.setattr("bot.cli.serve.uvicorn.run", lambda app, **options: served.append(options))
+    for name in ("HOST", "PORT", "GITHUB_API_URL", "WEBHOOK_PATH", "LANEBOT_WEBHOOK_PROXY_URL", "WEBHOOK_PROXY_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert main(["setup", "--env-file", str(tmp_path / ".env")]) == 0
+    out = capsys.readouterr().out
+    assert says in out
+    assert ("LANEBOT_WEBHOOK_PROXY_URL=<that URL>" in out) == (not environ)  # the steps only when needed
+    assert served == [{"host": "127.0.0.1", "port": 3000, "log_level": "info"}]
 
 
 async def test_an_organisation_gets_githubs_organisation_form(setup_app):

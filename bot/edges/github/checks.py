@@ -1,7 +1,11 @@
-"""Check runs on GitHub: find lanebot's, start one, finish one, edit one someone asked to run again.
+"""Check runs on GitHub: find lanebot's, start one, finish one, report one, edit one someone asked
+to run again.
 
-Creating a check run is a POST that the client does not repeat after a lost answer, so before
-creating one the commit's check runs are looked up by name and `external_id` (bot.core.checks).
+Creating a check run is a POST that the client does not repeat after a lost answer. lanebot keeps
+the ids of its check runs in its database, so it looks a commit's check runs up (by name and
+`external_id`, bot.core.checks) only where one may exist that the database does not know of: when
+an earlier life of the same step may have made it (`look_first`, the caller knows: a lane's
+attempt after the first, a step run again after a restart) and after a create answered 5xx.
 GitHub never lets a completed check run go back to in progress; `acknowledge_rerun` edits the old
 one (what GitHub does allow: its output and actions).
 """
@@ -24,7 +28,17 @@ log = logging.getLogger(__name__)
 # How often a check run is asked for when GitHub answers 5xx and none is there afterwards.
 CREATE_ATTEMPTS = 3
 
-__all__ = ["StartedCheck", "acknowledge_rerun", "begin_check", "find_check", "finish_check", "start_check"]
+__all__ = [
+    "StartedCheck",
+    "acknowledge_rerun",
+    "begin_check",
+    "find_check",
+    "finish_check",
+    "report_check",
+    "run_annotations",
+    "start_check",
+    "suite_check_runs",
+]
 
 
 def _now() -> str:
@@ -51,15 +65,48 @@ async def find_check(
     return None
 
 
+async def suite_check_runs(client: GitHubAPI, repository: str, suite_id: int) -> list[dict[str, Any]]:
+    """The newest check run of each name in the check suite (any App's suite), all pages."""
+    owner, repo = split_repository(repository)
+    url = "/repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs{?per_page}"
+    url_vars: dict[str, str | int] = {"owner": owner, "repo": repo, "check_suite_id": suite_id, "per_page": 100}
+    return [run async for run in client.getiter(url, url_vars, iterable_key="check_runs")]
+
+
+async def run_annotations(client: GitHubAPI, repository: str, check_run_id: int, *, limit: int) -> list[dict[str, Any]]:
+    """The check run's first `limit` annotations (at most 100: one page), in GitHub's order."""
+    owner, repo = split_repository(repository)
+    url = "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations{?per_page}"
+    url_vars: dict[str, str | int] = {"owner": owner, "repo": repo, "check_run_id": check_run_id, "per_page": limit}
+    found: list[dict[str, Any]] = await client.getitem(url, url_vars)
+    return found[:limit]
+
+
 async def start_check(
-    client: GitHubAPI, repository: str, *, name: str, head_sha: str, external: str, title: str, summary: str
+    client: GitHubAPI,
+    repository: str,
+    *,
+    name: str,
+    head_sha: str,
+    external: str,
+    title: str,
+    summary: str,
+    look_first: bool = True,
 ) -> int:
-    """An `in_progress` check run on `head_sha`: the one already there, else a new one. Its id.
+    """An `in_progress` check run on `head_sha`: the one already there (looked for when `look_first`),
+    else a new one. Its id.
 
     A 5xx on the create may have made it all the same: it is looked for again (by name and
     external id) before it is asked for again, up to CREATE_ATTEMPTS times."""
     started = await begin_check(
-        client, repository, name=name, head_sha=head_sha, external=external, title=title, summary=summary
+        client,
+        repository,
+        name=name,
+        head_sha=head_sha,
+        external=external,
+        title=title,
+        summary=summary,
+        look_first=look_first,
     )
     return started.id
 
@@ -80,10 +127,12 @@ async def begin_check(
     title: str,
     summary: str,
     keep_passed: bool = False,
+    look_first: bool = True,
 ) -> StartedCheck:
     """`start_check`, and with `keep_passed` a check run already completed with success on this
     head is kept instead of a new one (a step killed after it reported runs again: what it
-    proved on that commit still stands, and GitHub would otherwise show it twice)."""
+    proved on that commit still stands, and GitHub would otherwise show it twice). Without
+    `look_first` the caller knows none can be there, and the first create is not preceded by a look."""
     owner, repo = split_repository(repository)
     data = {
         "name": name,
@@ -94,7 +143,8 @@ async def begin_check(
         "output": {"title": shorten(title, TITLE_LIMIT), "summary": fit_summary(summary)},
     }
     for attempt in range(1, CREATE_ATTEMPTS + 1):
-        existing = await find_check(client, repository, head_sha, name, external)
+        looks = look_first or attempt > 1
+        existing = await find_check(client, repository, head_sha, name, external) if looks else None
         if existing is not None and existing.get("status") != "completed":
             return StartedCheck(int(existing["id"]), passed_before=False)
         if existing is not None and keep_passed and existing.get("conclusion") == "success":
@@ -108,6 +158,43 @@ async def begin_check(
             log.warning(
                 "creating check run %r on %s failed with a 5xx; looking for it before asking again", name, head_sha
             )
+    raise AssertionError("unreachable")
+
+
+async def report_check(
+    client: GitHubAPI, repository: str, *, name: str, head_sha: str, external: str, report: CheckReport
+) -> int:
+    """A check run made completed with `report` on `head_sha`, in one request: for a result on a
+    commit no earlier check run of this attempt is on (a lane's new head). Its id.
+
+    After a 5xx it is looked for (by name, external id and the report's summary, which names the
+    attempt) before it is asked for again."""
+    owner, repo = split_repository(repository)
+    now = _now()
+    data = {
+        "name": name,
+        "head_sha": head_sha,
+        "status": "completed",
+        "external_id": external,
+        "started_at": now,
+        "completed_at": now,
+        "conclusion": report.conclusion,
+        "output": {"title": report.title, "summary": report.summary},
+        "actions": [action.to_api() for action in report.actions],
+    }
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        try:
+            created = await client.post("/repos/{owner}/{repo}/check-runs", {"owner": owner, "repo": repo}, data=data)
+            return int(created["id"])
+        except GitHubBroken:
+            if attempt == CREATE_ATTEMPTS:
+                raise
+            log.warning(
+                "reporting check run %r on %s failed with a 5xx; looking for it before asking again", name, head_sha
+            )
+            existing = await find_check(client, repository, head_sha, name, external)
+            if existing is not None and (existing.get("output") or {}).get("summary") == report.summary:
+                return int(existing["id"])
     raise AssertionError("unreachable")
 
 

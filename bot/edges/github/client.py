@@ -16,7 +16,12 @@ Every request goes through `LanebotAPI._request`, the one place that
     time, and a request whose waits would pass `RetryPolicy.max_rate_limit_wait` in all
     (LANEBOT_MAX_RATE_LIMIT_WAIT) fails at once with `RateLimitTooLong`, which says until when,
   - remembers what each installation's latest answer said of its limit (`x-ratelimit-remaining` and
-    `x-ratelimit-reset`: `GitHubApp.rate_limit_remaining`), which the metrics show.
+    `x-ratelimit-reset`: `GitHubApp.rate_limit_remaining`), which the metrics show,
+  - reads again conditionally: the ETag (and Last-Modified) of each GET's answer is kept with its
+    body in a small bounded cache per App (`ConditionalCache`, one view per installation and token
+    scope), and gidgethub sends them back as `If-None-Match` / `If-Modified-Since`; GitHub answers
+    304 when nothing changed, which does not count against the rate limit, and the kept body is
+    used. Nothing is ever served from the cache without GitHub's 304.
 
 A request that may have taken effect is not repeated blindly: a POST that creates something
 (a comment, a check run, a pull request) is not retried after a 5xx or a connection that broke
@@ -35,7 +40,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -228,6 +233,84 @@ def may_repeat(method: str, url: str) -> bool:
     return method.upper() != "POST" or _REPEATABLE_POSTS.search(urlsplit(url).path) is not None
 
 
+CONDITIONAL_CACHE_ENTRIES = 256
+CONDITIONAL_CACHE_BYTES = 16 * 1024 * 1024
+CacheEntry = tuple[str | None, str | None, Any, str | None]  # gidgethub's: etag, last-modified, data, next page
+
+
+class ConditionalCache:
+    """The validators and bodies of the latest GET answers, least recently used dropped first.
+
+    Bounded in entries and in the bodies' size as JSON: lanebot reads again a handful of things
+    per run (its repository's workflow file and metadata, an issue's comments and labels), so a
+    few hundred cover every run in flight. Keys are (scope, URL): ETags differ per token, so each
+    installation and token scope has its own view (`view`)."""
+
+    def __init__(self, max_entries: int = CONDITIONAL_CACHE_ENTRIES, max_bytes: int = CONDITIONAL_CACHE_BYTES) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._entries: collections.OrderedDict[tuple[str, str], tuple[CacheEntry, int]] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: tuple[str, str]) -> CacheEntry | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        self._entries.move_to_end(key)
+        return found[0]
+
+    def put(self, key: tuple[str, str], entry: CacheEntry) -> None:
+        self.drop(key)
+        size = len(json.dumps(entry[2], default=str))
+        if size > self.max_bytes:
+            return
+        self._entries[key] = (entry, size)
+        self.size += size
+        while len(self._entries) > self.max_entries or self.size > self.max_bytes:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self.size -= dropped
+
+    def drop(self, key: tuple[str, str]) -> None:
+        found = self._entries.pop(key, None)
+        if found is not None:
+            self.size -= found[1]
+
+    def urls(self, scope: str) -> list[str]:
+        return [url for owner, url in self._entries if owner == scope]
+
+    def view(self, scope: str) -> CacheView:
+        return CacheView(self, scope)
+
+
+class CacheView(MutableMapping[str, CacheEntry]):
+    """One scope's part of a ConditionalCache, as the mapping gidgethub's `cache=` takes (URL -> entry)."""
+
+    def __init__(self, cache: ConditionalCache, scope: str) -> None:
+        self._cache = cache
+        self._scope = scope
+
+    def __getitem__(self, url: str) -> CacheEntry:
+        entry = self._cache.get((self._scope, url))
+        if entry is None:
+            raise KeyError(url)
+        return entry
+
+    def __setitem__(self, url: str, entry: CacheEntry) -> None:
+        self._cache.put((self._scope, url), entry)
+
+    def __delitem__(self, url: str) -> None:
+        self._cache.drop((self._scope, url))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cache.urls(self._scope))
+
+    def __len__(self) -> int:
+        return len(self._cache.urls(self._scope))
+
+
 class LanebotAPI(HttpxGitHubAPI):
     """gidgethub's httpx `GitHubAPI` with lanebot's headers, credentials, retries and serial mutations."""
 
@@ -244,8 +327,9 @@ class LanebotAPI(HttpxGitHubAPI):
         policy: RetryPolicy = RetryPolicy(),
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.time,
+        cache: MutableMapping[str, CacheEntry] | None = None,
     ) -> None:
-        super().__init__(http, REQUESTER, base_url=base_url)
+        super().__init__(http, REQUESTER, base_url=base_url, cache=cache)
         self._authorization = authorization
         self._mutation_lock = mutation_lock
         self._gate = rate_limit if rate_limit is not None else RateLimitGate()
@@ -381,10 +465,27 @@ class AppClient(LanebotAPI):
 class InstallationClient(LanebotAPI):
     """Acts as one installation, with a token scoped to `repository` ("owner/name"; None: all repositories)."""
 
-    def __init__(self, http: httpx.AsyncClient, *, installation_id: int, repository: str | None, **kwargs: Any):
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        installation_id: int,
+        repository: str | None,
+        narrowed: Callable[[str], InstallationClient] | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(http, **kwargs)
         self.installation_id = installation_id
         self.repository = repository
+        self._narrowed = narrowed
+
+    def for_repository(self, repository: str) -> InstallationClient:
+        """A client of the same installation with a token scoped to `repository` ("owner/name"):
+        itself when it is one, else a sibling from the same App (so a read of that repository alone
+        need not mint an installation-wide token)."""
+        if self._narrowed is None or (self.repository or "").lower() == repository.lower():
+            return self
+        return self._narrowed(repository)
 
     def __repr__(self) -> str:
         return f"InstallationClient(installation_id={self.installation_id}, repository={self.repository!r})"
@@ -435,6 +536,7 @@ class GitHubApp:
         self._signing_key = signing_key(settings.private_key)
         self._mutation_locks: dict[int, asyncio.Lock] = {}
         self._rate_limits: dict[int | None, RateLimitGate] = {}  # None: the App's own (JWT) requests
+        self.conditional_cache = ConditionalCache()
         self.tokens = InstallationTokens(self.app_client(), settings.app_id, self._signing_key, clock=clock)
 
     def __repr__(self) -> str:
@@ -496,6 +598,8 @@ class GitHubApp:
             rate_limit=self._gate(installation_id),
             who=f"installation {installation_id}",
             on_unauthorized=lambda: self.tokens.forget(installation_id, repository),
+            cache=self.conditional_cache.view(f"{installation_id}:{repository or '*'}"),
+            narrowed=lambda name: self.installation_client(installation_id, name),
             **self._options,
         )
 

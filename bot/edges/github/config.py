@@ -19,7 +19,9 @@ handed, base first, to the workflow loader, which merges and validates them.
 
 The client must be able to read every repository involved: a token scoped to one repository
 cannot see the owner's `.github` repository, so use an installation client with
-`repository=None` (or public repositories only).
+`repository=None` (or public repositories only). The repository's own file is read with
+`own_client` when given (a client scoped to it, whose token lanebot mints anyway), so the
+installation-wide token is minted only when the fallback or an `_extends` needs it.
 """
 
 from __future__ import annotations
@@ -103,10 +105,12 @@ async def load_config_chain(
     ref: str | None = None,
     *,
     extends_owners: Collection[str] = (),
+    own_client: GitHubAPI | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """Every configuration file that applies, as (source, mapping), base first; [] when none.
-    `_extends` may name another owner's repository only when `extends_owners` lists that owner."""
-    first = await _first_file(client, owner, repo, ref)
+    `_extends` may name another owner's repository only when `extends_owners` lists that owner.
+    `own_client` (default `client`) reads the repository's own file."""
+    first = await _first_file(client, own_client or client, owner, repo, ref)
     if first is None:
         return []
     chain = [first]
@@ -130,13 +134,13 @@ async def load_config_chain(
 
 
 async def _first_file(
-    client: GitHubAPI, owner: str, repo: str, ref: str | None
+    client: GitHubAPI, own_client: GitHubAPI, owner: str, repo: str, ref: str | None
 ) -> tuple[ConfigLocation, dict[str, Any]] | None:
-    candidates = [(ConfigLocation(owner, repo), ref)]
+    candidates = [(ConfigLocation(owner, repo), ref, own_client)]
     if repo.lower() != OWNER_DEFAULTS_REPO:
-        candidates.append((ConfigLocation(owner, OWNER_DEFAULTS_REPO), None))
-    for location, at in candidates:
-        text = await read_file(client, location, at)
+        candidates.append((ConfigLocation(owner, OWNER_DEFAULTS_REPO), None, client))
+    for location, at, reader in candidates:
+        text = await read_file(reader, location, at)
         if text is not None:
             return location, parse_yaml(text, location.source)
     return None

@@ -8,7 +8,8 @@ does one thing. Two rules from DESIGN.md live here:
   When GitHub created the comment but the answer was lost (a timeout, a dropped connection), the
   next look finds it, so a lost response never becomes a duplicate.
 - An issue holds at most one of lanebot's state labels: `set_state_label` applies
-  `bot.core.labels.label_changes` (add the wanted label first, then remove the others, one at a time).
+  `bot.core.labels.label_changes` in one write: a POST when there is only a label to add, a PUT of
+  the issue's whole label list (its other labels as read, the wanted state label) when one goes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "EYES",
     "add_reaction",
+    "edit_comment_if_there",
     "ensure_labels",
     "get_comment",
     "issue_labels",
@@ -87,6 +89,18 @@ async def update_comment(client: GitHubAPI, repository: str, comment_id: int, bo
         data={"body": body},
     )
     return comment
+
+
+async def edit_comment_if_there(
+    client: GitHubAPI, repository: str, comment_id: int, body: str
+) -> dict[str, Any] | None:
+    """Edit the comment whose id lanebot keeps (no look for it first); None when it was deleted."""
+    try:
+        return await update_comment(client, repository, comment_id, body)
+    except BadRequest as error:
+        if error.status_code == 404:
+            return None
+        raise
 
 
 async def post_or_update_marked_comment(
@@ -197,20 +211,21 @@ async def set_state_label(
 ) -> LabelChanges:
     """Give the issue exactly the state label of `state` (none for rejected, cancelled or no run).
 
-    Reads the issue's labels, adds the wanted one, then removes the other state labels one at a
-    time; a label already gone (404) is fine. Returns what was changed.
+    Reads the issue's labels, then writes once: adds the wanted label (POST, which leaves every
+    other label alone) when nothing is to go, else sets the whole list (PUT) to the labels read
+    less the state labels that go, plus the wanted one. A label a person adds in the moment
+    between the read and the PUT is lost, as with any read-modify-write on GitHub's labels; the
+    window is one round trip. Returns what was changed.
     """
     owner, name = split_repository(repository)
-    changes = label_changes(await issue_labels(client, repository, issue_number), state)
+    current = await issue_labels(client, repository, issue_number)
+    changes = label_changes(current, state)
     issue: dict[str, str | int] = {"owner": owner, "repo": name, "issue_number": issue_number}
-    if changes.add:
-        await client.post(
-            "/repos/{owner}/{repo}/issues/{issue_number}/labels", issue, data={"labels": list(changes.add)}
-        )
-    for label in changes.remove:
-        try:
-            await client.delete("/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", {**issue, "name": label})
-        except BadRequest as error:
-            if error.status_code != 404:
-                raise
+    url = "/repos/{owner}/{repo}/issues/{issue_number}/labels"
+    if changes.remove:
+        gone = {label.casefold() for label in changes.remove}
+        kept = [label for label in current if label.casefold() not in gone]
+        await client.put(url, issue, data={"labels": [*kept, *changes.add]})
+    elif changes.add:
+        await client.post(url, issue, data={"labels": list(changes.add)})
     return changes

@@ -157,6 +157,7 @@ def run_version(engine: Engine, run_id: int) -> str | None:
                 sessions.status,
                 sessions.host,
                 sessions.ended_at,
+                sessions.check_started_at,
                 sessions.input_tokens,
                 sessions.output_tokens,
                 sessions.cost_usd,

@@ -4,8 +4,9 @@
 (bot/web/intake.py) hands it every delivery waiting, and it INSERTs them in one transaction with
 one commit, so the batch shares one fsync. `record` does the same for one delivery. A
 redelivery (the same X-GitHub-Delivery) is a no-op that reports False. The dispatcher is the
-only consumer: it takes `claim_pending` rows in `seq` order and marks each processed or
-failed, so rows still pending after a crash are simply taken again on start-up.
+only consumer: it takes `claim_pending` rows in `seq` order and records what each came to,
+processed or failed, a batch of them at a time (`finish_many`, one commit), so rows still pending
+after a crash are simply taken again on start-up.
 
 On SQLite the writes here (the intake's INSERT, the dispatcher's UPDATE) take turns on a lock
 in this process: SQLite admits one writer at a time and makes the others retry with sleeps of
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, text, update
+from sqlalchemy import bindparam, func, or_, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 from sqlmodel import col, select
@@ -152,25 +153,60 @@ def claim_pending(
         return list(db.exec(query).all())
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What handling a stored delivery came to: processed (`error` None), or failed with `error`."""
+
+    seq: int
+    error: str | None = None
+
+
 def mark_processed(engine: Engine, seq: int, *, now: datetime | None = None) -> None:
     """The delivery's handlers all ran."""
-    _finish(engine, seq, status="processed", error=None, now=now)
+    finish_many(engine, [Outcome(seq)], now=now)
 
 
 def mark_failed(engine: Engine, seq: int, error: str, *, now: datetime | None = None) -> None:
     """A handler raised; `error` says what went wrong (the body stays stored for a replay)."""
-    _finish(engine, seq, status="failed", error=error, now=now)
+    finish_many(engine, [Outcome(seq, error)], now=now)
 
 
-def _finish(engine: Engine, seq: int, *, status: str, error: str | None, now: datetime | None) -> None:
-    statement = (
-        update(_DELIVERIES)
-        .where(_DELIVERIES.c.seq == seq)
-        .values(status=status, error=error, processed_at=now or utc_now())
-    )
+def finish_many(engine: Engine, outcomes: Sequence[Outcome], *, now: datetime | None = None) -> None:
+    """Record each outcome in one transaction (one commit): the processed deliveries with one
+    UPDATE, each failed one with its own error.
+
+    If a seq is not stored, nothing is recorded and LookupError names the missing seqs.
+    """
+    seqs = [outcome.seq for outcome in outcomes]
+    if len(set(seqs)) != len(seqs):
+        raise ValueError(f"each delivery has one outcome; seqs repeat in {seqs}")
+    processed = [outcome.seq for outcome in outcomes if outcome.error is None]
+    failed = [outcome for outcome in outcomes if outcome.error is not None]
+    finished_at = now or utc_now()
     with _one_writer(engine), engine.begin() as connection:
-        if connection.execute(statement).rowcount != 1:
-            raise LookupError(f"no delivery with seq {seq} is stored")
+        updated = 0
+        if processed:
+            updated += connection.execute(_MARK_PROCESSED, {"seqs": processed, "finished_at": finished_at}).rowcount
+        for outcome in failed:
+            parameters = {"target": outcome.seq, "error": outcome.error, "finished_at": finished_at}
+            updated += connection.execute(_MARK_FAILED, parameters).rowcount
+        if updated != len(seqs):
+            stored = set(connection.execute(select(_DELIVERIES.c.seq).where(_DELIVERIES.c.seq.in_(seqs))).scalars())
+            missing = ", ".join(str(seq) for seq in seqs if seq not in stored)
+            raise LookupError(f"no delivery with seq {missing} is stored; no outcome of the batch was recorded")
+
+
+# Built once: a batch's seqs travel as one expanding parameter, so the statement's compiled form is cached.
+_MARK_PROCESSED = (
+    update(_DELIVERIES)
+    .where(_DELIVERIES.c.seq.in_(bindparam("seqs", expanding=True)))
+    .values(status="processed", error=None, processed_at=bindparam("finished_at"))
+)
+_MARK_FAILED = (
+    update(_DELIVERIES)
+    .where(_DELIVERIES.c.seq == bindparam("target"))
+    .values(status="failed", error=bindparam("error"), processed_at=bindparam("finished_at"))
+)
 
 
 class LockTimeout(Exception):

@@ -50,7 +50,8 @@ PLAN_SOURCES = ("agent", "hand")
 LANE_STATES = ("pending", "running", "finished", "merged", "failed")
 SESSION_KINDS = ("plan", "lane", "resolve", "integrate", "verify", "fix", "review")
 SESSION_STATUSES = ("running", "succeeded", "failed", "lost", "cancelled")
-REVIEW_REQUEST_KINDS = ("fix", "self")
+# ci: a fix lane for the repository's failing CI; update: `/update` (bot.runner.pull_update)
+REVIEW_REQUEST_KINDS = ("fix", "ci", "self", "update")
 REVIEW_REQUEST_STATES = ("queued", "running", "done", "failed", "cancelled")
 
 
@@ -159,6 +160,11 @@ class Run(SQLModel, table=True):
     progress_comment_id: int | None = _github_id()
     base_sha: str | None = Field(default=None)
     error: str | None = _text()
+    # `/hold`: who held the run, why and since when; all NULL when it is not held. A flag beside
+    # `state`, not a state (bot/core/lifecycle.py): a held run keeps building what is running.
+    held_by: str | None = Field(default=None)
+    held_reason: str | None = _text()
+    held_at: datetime | None = _timestamp(nullable=True)
     created_at: datetime = _timestamp()
     updated_at: datetime = _timestamp()
     # "owner/name#issue" while the run holds its issue, NULL after: a UNIQUE column allows many
@@ -226,13 +232,19 @@ class AgentSession(SQLModel, table=True):
     cost_usd: float | None = Field(default=None)
     started_at: datetime = _timestamp()
     ended_at: datetime | None = _timestamp(nullable=True)
+    # A lane attempt's check: when it began (the agent's part ends there), the end of its output
+    # whether it passed or not, and the attempt's committed diff as `git diff --numstat` lines.
+    check_started_at: datetime | None = _timestamp(nullable=True)
+    check_output: str | None = _text()
+    diff_stat: str | None = _text()
 
 
 class ReviewRequest(SQLModel, table=True):
-    """One piece of review work on a run's pull request: a fix lane, or lanebot's own review.
+    """One piece of review work on a run's pull request: a fix lane (for a review or `/fix`, or for
+    failing CI), or lanebot's own review.
 
     A run does one at a time, oldest first. `dedupe_key` (`review:<id>`, `comment:<id>`,
-    `self:<run>:<head sha>`) is UNIQUE, so a redelivered webhook never queues the same work twice.
+    `ci:<check suite id>`, `self:<run>:<head sha>`) is UNIQUE, so a redelivered webhook never queues the same work twice.
     """
 
     __tablename__ = "review_requests"

@@ -1,7 +1,7 @@
 """Review requests: the queue of review work on each run's pull request, one request at a time.
 
-A request is a fix lane (`fix`: a changes-requested review or `/fix` from an approver) or
-lanebot's own review (`self`). Its `dedupe_key` is UNIQUE, and `enqueue` inserts with ON CONFLICT
+A request is a fix lane (`fix`: a changes-requested review or `/fix` from an approver; `ci`: the
+repository's CI failed on lanebot's head) or lanebot's own review (`self`). Its `dedupe_key` is UNIQUE, and `enqueue` inserts with ON CONFLICT
 DO NOTHING, so a redelivered webhook, or two deliveries racing, queue the work once; the loser
 gets the winner's row.
 

@@ -502,6 +502,20 @@ def sessions(engine: Engine, run_id: int) -> list[AgentSession]:
         return list(db.exec(query).all())
 
 
+def spent_usd(engine: Engine, run_id: int, *, repository: str, since: datetime) -> tuple[float, float]:
+    """(what the run's sessions cost, what the repository's sessions started at or after `since`
+    cost, every run's), in dollars as their CLIs reported; a session without a cost adds nothing."""
+    cost = func.coalesce(func.sum(_SESSIONS.c.cost_usd), 0.0)
+    of_run = select(cost).where(_SESSIONS.c.run_id == run_id)
+    of_repository = (
+        select(cost)
+        .select_from(_SESSIONS.join(_RUNS, _RUNS.c.id == _SESSIONS.c.run_id))
+        .where(_RUNS.c.repository == repository, _SESSIONS.c.started_at >= since)
+    )
+    with engine.connect() as connection:
+        return float(connection.execute(of_run).scalar_one()), float(connection.execute(of_repository).scalar_one())
+
+
 # --- checks ---------------------------------------------------------------------------------
 
 

@@ -72,7 +72,13 @@ def layout(graph: Graph) -> tuple[dict[str, NodeBox], int, int]:
 
 
 def _legend_width() -> int:
-    return 2 * MARGIN + 110 * (len(STATE_COLOURS) + 1)
+    return 2 * MARGIN + sum(_legend_step(words) for *_, words in STATE_COLOURS.values()) + _legend_step("critical path")
+
+
+def _legend_step(words: str) -> int:
+    """How far the next legend item starts: the swatch, the words (about 7 px a character at 11 px
+    sans-serif, wide enough for any font's) and a gap; at least 110 so short words line up."""
+    return max(110, 20 + 7 * len(words) + 14)
 
 
 def _state_key(state: str | None) -> str:
@@ -177,7 +183,7 @@ def _legend(y: int) -> str:
             f'<rect x="{x}" y="{y}" width="14" height="14" rx="3" fill="{fill}" stroke="{outline}" stroke-width="1.5"/>'
             f'<text x="{x + 20}" y="{y + 11}" font-family="sans-serif" font-size="11" fill="#1f2328">{words}</text>'
         )
-        x += 110
+        x += _legend_step(words)
     items.append(
         f'<rect x="{x}" y="{y}" width="14" height="14" rx="3" fill="#ffffff" stroke="{CRITICAL_STROKE}"'
         f' stroke-width="3"/><text x="{x + 20}" y="{y + 11}" font-family="sans-serif" font-size="11"'

@@ -5,14 +5,15 @@
 has taken so far), lanes merged of all, sessions, and tokens and cost where the agents reported them
 (a session that reported nothing adds nothing; with none reported the cell says so, not "0").
 `duration_between`, `when`, `tokens_text` and `cost_text` format the same values on the run and lane
-attempt pages, so every page says them alike.
+attempt pages, so every page says them alike. `ticking` gives a duration still growing what the
+page's script needs to advance it each second (bot/web/dashboard/static/live.js).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from bot.core.lifecycle import RunState
 from bot.core.text import format_duration
@@ -21,10 +22,12 @@ __all__ = [
     "ENDED_STATES",
     "RunRow",
     "RunSummary",
+    "Ticking",
     "cost_text",
     "duration_between",
     "run_row",
     "state_words",
+    "ticking",
     "tokens_text",
     "when",
 ]
@@ -69,6 +72,7 @@ class RunRow:
     tokens: str
     cost: str
     pr_number: int | None
+    ticking: Ticking | None = None  # the duration while the run moves
 
 
 def state_words(state: str) -> str:
@@ -89,6 +93,25 @@ def duration_between(start: datetime | None, end: datetime | None, now: datetime
             return NOT_RECORDED
         return f"{format_duration(max(0.0, (now - start).total_seconds()))} so far"
     return str(format_duration(max(0.0, (end - start).total_seconds())))
+
+
+@dataclass(frozen=True)
+class Ticking:
+    """A duration still growing: when it started (ISO 8601, UTC) and its whole seconds at `now`."""
+
+    since: str
+    seconds: int
+
+
+def ticking(start: datetime | None, end: datetime | None, now: datetime | None) -> Ticking | None:
+    """What a script needs to advance `duration_between(start, end, now)`; None once it has ended."""
+    if start is None or end is not None or now is None:
+        return None
+    utc = start.replace(tzinfo=UTC) if start.tzinfo is None else start.astimezone(UTC)  # the database's are UTC
+    current = now.replace(tzinfo=UTC) if now.tzinfo is None else now
+    return Ticking(
+        utc.isoformat(timespec="seconds").replace("+00:00", "Z"), max(0, round((current - utc).total_seconds()))
+    )
 
 
 def tokens_text(input_tokens: int | None, output_tokens: int | None) -> str:
@@ -119,4 +142,5 @@ def run_row(run: RunSummary, *, now: datetime) -> RunRow:
         tokens=tokens_text(run.input_tokens, run.output_tokens),
         cost=cost_text(run.cost_usd),
         pr_number=run.pr_number,
+        ticking=ticking(run.created_at, end, now),
     )

@@ -17,6 +17,11 @@ comment by someone allowed to approve:
    reply (what changed and the commit, or why not), review is requested again from whoever asked,
    and the request's comment on the pull request says what happened. Failure: that comment says
    what failed; nothing is pushed.
+
+A request of kind `ci` is the same lane for the repository's failing CI (bot/web/handlers/check_suite.py):
+its brief is the failing checks as data, it acts on no review thread, may change only the files the
+pull request already changes, and asks no one to review again. Every fix lane records the head it
+is about to push (`fix_pushing`), which is how failing CI on that head is known to be on lanebot's.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from bot.edges.store import runs as store
 from bot.edges.store.models import ReviewRequest
 from bot.render.checks import verify_report
 from bot.render.prompts import render_prompt
+from bot.runner.budget import budget_stop_for
 from bot.runner.context import RuntimeContext
 from bot.runner.integrate import fresh_integration_worktree, remove_integration_worktree, run_session
 from bot.runner.jailing import command_jail, jail_problem
@@ -71,10 +77,11 @@ from bot.runner.runtime import Runtime, db, load_runtime
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REPORT_FILE", "THREADS_FILE", "pull_request_files", "run_fix"]
+__all__ = ["FIX_PUSHING", "REPORT_FILE", "THREADS_FILE", "pull_request_files", "run_fix"]
 
 THREADS_FILE = ".lanebot/threads.json"
 REPORT_FILE = ".lanebot/fix.json"
+FIX_PUSHING = "fix_pushing"  # the run event naming the head a fix lane is about to push
 
 
 async def run_fix(context: RuntimeContext, request: ReviewRequest) -> None:
@@ -131,17 +138,26 @@ class _FixLane:
         refused = await jail_problem(self.rt.context.settings)
         if refused is not None:  # before the agent: its changes could not be verified
             await self._finish("failed", error=refused)
-            await self._say(f"@{self.request.requested_by}: the fix lane did not start: {refused}.")
+            await self._say(f"{self._to}the fix lane did not start: {refused}.")
+            return
+        over_budget = await budget_stop_for(self.rt)
+        if over_budget is not None:
+            await self._finish("failed", error=f"the budget is reached: {over_budget}")
+            await self._say(
+                f"{self._to}the fix lane did not start: the budget is reached, {over_budget}. "
+                "Raise the cap under `budget:` in `.github/lanebot.yml`, then ask again."
+            )
             return
         head, base = pull["head"]["sha"], pull["base"]["sha"]
         await self._say(
-            f"@{self.request.requested_by}: working on it: a fix lane runs on `{self.branch}` "
+            f"{self._to}working on it: a fix lane runs on `{self.branch}` "
             f"from {head[:12]}. This comment says what came of it."
         )
-        feedback = await self._feedback()
+        # Failing CI has no review threads to act on, and its report names no files to allow: it is data.
+        feedback = _Feedback(brief=Brief((), ())) if self._for_ci else await self._feedback()
         await self.rt.mirror.fetch()
         allowed = await pull_request_files(self.rt, base, head)
-        named = named_paths(self.request.notes)
+        named = [] if self._for_ci else named_paths(self.request.notes)
         worktree = await fresh_integration_worktree(self.rt, head)
         try:
             attempt = await self._attempts(worktree, pull, head, feedback, allowed, named)
@@ -277,7 +293,7 @@ class _FixLane:
             issue=self.rt.issue_context(),
             pull={"number": self.number, "url": pull.get("html_url") or "", "branch": self.branch},
             request={
-                "kind": "review" if self.request.review_id else "command",
+                "kind": "ci" if self._for_ci else "review" if self.request.review_id else "command",
                 "by": self.request.requested_by,
                 "body": sanitize_untrusted(self.request.notes or ""),
             },
@@ -290,6 +306,8 @@ class _FixLane:
             report_file=REPORT_FILE,
         )
         brief = _recipe_brief(self.request, feedback) if self.settings.agent == "recipe" else None
+        if self._for_ci and brief is not None:
+            brief = ""  # the recipe writes what its brief spells out: never what CI output says
         return await run_session(
             self.rt,
             kind="fix",
@@ -316,6 +334,12 @@ class _FixLane:
         return text, refused
 
     def _commit_message(self, number: int) -> str:
+        if self._for_ci:
+            return (
+                f"Fix failing CI on #{self.number}\n\n"
+                f"Fix lane for the repository's failing checks on #{self.number} (issue "
+                f"#{self.rt.issue_number}), attempt {number}, by lanebot.\n"
+            )
         asked = "review" if self.request.review_id else "`/fix`"
         return (
             f"Address review feedback on #{self.number}\n\n"
@@ -324,6 +348,10 @@ class _FixLane:
         )
 
     async def _push(self, worktree: Worktree, head: str) -> str | None:
+        # Recorded before the push: the repository's CI may report on the new head before this lane
+        # finishes, and lanebot reacts to failing CI only on heads it pushed (bot/web/handlers/check_suite.py).
+        pushing = {"request": self.request.id, "head": await worktree.head()}
+        await db(store.append_event, self.rt.engine, self.rt.run.id, FIX_PUSHING, pushing)
         try:
             await worktree.push(self.branch, expected=head)
         except GitError:
@@ -345,7 +373,10 @@ class _FixLane:
         await self._reply_in_threads(attempt, feedback, commit_url)
         problems = feedback.problems + attempt.problems
         try:
-            await request_reviewers(self.rt.client, self.rt.run.repository, self.number, [self.request.requested_by])
+            if not self._for_ci:  # the CI's bot reviews nothing: its next run says whether the fix holds
+                await request_reviewers(
+                    self.rt.client, self.rt.run.repository, self.number, [self.request.requested_by]
+                )
         except BadRequest as error:
             problems.append(f"lanebot could not request @{self.request.requested_by}'s review again ({error})")
         await self._summarise(attempt, feedback, problems, commit_url=commit_url, failure=None)
@@ -452,7 +483,18 @@ class _FixLane:
         await db(reviews.finish, self.rt.engine, self.request.id, state, **fields)
 
     @property
+    def _for_ci(self) -> bool:
+        return self.request.kind == "ci"
+
+    @property
+    def _to(self) -> str:
+        """Who the lane's messages address: the person who asked; no one for failing CI."""
+        return "" if self._for_ci else f"@{self.request.requested_by}: "
+
+    @property
     def _kind(self) -> str:
+        if self._for_ci:
+            return "ci"
         return "review" if self.request.review_id else "comment"
 
 

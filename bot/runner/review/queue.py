@@ -67,10 +67,12 @@ async def request_fix(
     comment_id: int | None = None,
     notes: str | None = None,
     asked: str,
+    kind: str = "fix",
 ) -> ReviewRequest | None:
     """Queue a fix lane on the run's pull request and say so there; None when `key` was queued before.
 
-    `asked` names what asked, for the answer (`your review`, "`/fix`").
+    `asked` names what asked, for the answer (`your review`, "`/fix`"). `kind` "ci" is a fix lane
+    for the repository's failing CI: `by` is the CI's bot, not a person to address.
     """
     assert run.id is not None and run.pr_number is not None
     request, created = await db(
@@ -78,7 +80,7 @@ async def request_fix(
         context.engine,
         run_id=run.id,
         pr_number=run.pr_number,
-        kind="fix",
+        kind=kind,
         key=key,
         requested_by=by,
         review_id=review_id,
@@ -90,15 +92,17 @@ async def request_fix(
         return None
     await db(store.append_event, context.engine, run.id, "fix_requested", {"request": request.id, "by": by, "key": key})
     ahead = await db(reviews.queued_ahead, context.engine, request)
+    to = "" if kind == "ci" else f"@{by}: "
     if ahead:
         earlier = f"{ahead} earlier request{'s' * (ahead != 1)} on this pull request"
         waiting = f"{earlier} {'go' if ahead != 1 else 'goes'} first"
         body = (
-            f"@{by}: {asked} is queued: {waiting} (one review lane at a time, so two never push to this "
+            f"{to}{asked} is queued: {waiting} (one review lane at a time, so two never push to this "
             "branch at once). This comment says when it starts and what came of it."
         )
     else:
-        body = f"@{by}: {asked} starts a fix lane on this pull request's branch. This comment says what came of it."
+        work = "merges the base branch into" if kind == "update" else "starts a fix lane on"
+        body = f"{to}{asked} {work} this pull request's branch. This comment says what came of it."
     await request_comment(context, run, request, body)
     _jobs(context).review(run.id)
     return request
@@ -160,8 +164,15 @@ async def _say_failed(context: GitHubContext, request: ReviewRequest, error: Exc
     run = await db(store.get_run, context.engine, request.run_id)
     if run is None:
         return
-    what = "the fix lane" if request.kind == "fix" else "lanebot's own review"
-    again = " Comment `/fix` to try again." if request.kind == "fix" else ""
+    fixing = request.kind in ("fix", "ci")
+    what = "the fix lane" if fixing else "the update" if request.kind == "update" else "lanebot's own review"
+    again = (
+        " Comment `/fix` to try again."
+        if fixing
+        else " Comment `/update` to try again."
+        if request.kind == "update"
+        else ""
+    )
     body = (
         f"{what.capitalize()} stopped: lanebot hit an error of its own ({type(error).__name__}); the runner's "
         f"log has the details. Nothing was pushed.{again}"

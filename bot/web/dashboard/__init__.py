@@ -3,11 +3,13 @@ Read-only, served by `lanebot serve` under /dashboard, pages that work without J
 
 - `GET /dashboard`: the runs of the repositories the person can read, newest first; `?repository=`
   and `?state=` filter them.
-- `GET /dashboard/runs/{id}`: the unit graph as SVG drawn on the server (bot.render.dashboard), the
-  lanes' timeline (each attempt, its check, its merge), the wall-clock beside the sum of the attempts
-  and the plan's estimates, the other sessions, the run's event log, links to GitHub.
+- `GET /dashboard/runs/{id}`: the unit graph as SVG drawn on the server (bot.render.dashboard), two
+  timelines of the lanes (planned from the estimates, and what happened: each attempt's wait for a
+  slot, its agent, its check, its merge), the wall-clock beside the sum of the attempts and the
+  plan's estimates, the other sessions, the run's event log, links to GitHub. Durations of what is
+  still going tick in the browser (live.js) from the time the server rendered.
 - `GET /dashboard/runs/{id}/lanes/{unit}/attempts/{n}`: the attempt's transcript read for people,
-  its check's outcome, the host that ran it.
+  its check's output, its diff stat, the host that ran it.
 - `GET /dashboard/login`, `GET /dashboard/oauth/callback`, `POST /dashboard/logout`: Sign in with
   GitHub, the App's OAuth client in GitHub's web flow (bot/web/dashboard/github.py).
 - `GET /dashboard/events?run={id}` (a run's page) and `GET /dashboard/events` (the runs list):
@@ -22,7 +24,9 @@ Read-only, served by `lanebot serve` under /dashboard, pages that work without J
 
 Access: a person sees the runs of the repositories GitHub lists for them through the App's
 installations (`GET /user/installations/{id}/repositories`), asked at sign-in and again after five
-minutes (bot/web/dashboard/session.py); any other run, lane or attempt answers 404, as one that does
+minutes (bot/web/dashboard/session.py). When GitHub issues expiring user tokens, the person's token
+is renewed with its refresh token before it expires; a token GitHub refuses and cannot renew signs
+the person out with a page saying to sign in again (401). Any other run, lane or attempt answers 404, as one that does
 not exist. Without GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET the dashboard is off: its pages answer
 404 saying which settings turn it on.
 

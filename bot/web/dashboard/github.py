@@ -6,6 +6,10 @@ that a test can put a fake in its place; `HttpGitHubUsers` speaks GitHub's docum
 2. GitHub sends it back with `?code=&state=`; `POST <web>/login/oauth/access_token` (form fields
    client_id, client_secret, code[, redirect_uri], `Accept: application/json`) trades the code for a
    user access token (`access_token`; an error comes as 200 with `error` and `error_description`).
+   When the App's user tokens expire (GitHub's default) the answer also has `expires_in` (8 hours),
+   `refresh_token` and `refresh_token_expires_in` (6 months); the same endpoint with
+   grant_type=refresh_token and refresh_token gives a new pair, and the refresh token used stops
+   working ("Refreshing user access tokens").
 3. `GET <api>/user` names the person; `GET <api>/user/installations` lists the App's installations
    the person can reach, and `GET <api>/user/installations/{id}/repositories` the repositories of
    each that the person may read (GitHub lists only those the person has explicit read, write or
@@ -23,7 +27,15 @@ from typing import Any, Protocol
 
 import httpx
 
-__all__ = ["GitHubUser", "GitHubUsers", "HttpGitHubUsers", "SignInFailed", "TokenRejected"]
+__all__ = [
+    "GitHubUser",
+    "GitHubUsers",
+    "HttpGitHubUsers",
+    "RefreshRefused",
+    "SignInFailed",
+    "TokenRejected",
+    "UserTokens",
+]
 
 PER_PAGE = 100
 MAX_PAGES = 10
@@ -39,6 +51,21 @@ class TokenRejected(SignInFailed):
     """GitHub answered 401 to the person's token: it expired or was revoked; they sign in again."""
 
 
+class RefreshRefused(SignInFailed):
+    """GitHub refused the refresh token (`bad_refresh_token`: expired, spent or revoked); they sign in again."""
+
+
+@dataclass(frozen=True)
+class UserTokens:
+    """What GitHub's token endpoint gives: the user access token and, when the App's user tokens
+    expire, its lifetime and the refresh token with its own (in seconds from the answer)."""
+
+    access_token: str = field(repr=False)
+    expires_in: int | None = None
+    refresh_token: str | None = field(default=None, repr=False)
+    refresh_token_expires_in: int | None = None
+
+
 @dataclass(frozen=True)
 class GitHubUser:
     login: str
@@ -52,8 +79,13 @@ class GitHubUsers(Protocol):
         """Where the browser goes to sign in (GitHub's `/login/oauth/authorize`)."""
         ...
 
-    async def exchange_code(self, code: str, *, redirect_uri: str | None) -> str:
+    async def exchange_code(self, code: str, *, redirect_uri: str | None) -> UserTokens:
         """The user access token for the callback's `code`; SignInFailed when GitHub refuses."""
+        ...
+
+    async def refresh(self, refresh_token: str) -> UserTokens:
+        """A new pair for a refresh token; RefreshRefused when GitHub refuses it, SignInFailed when
+        GitHub cannot be asked."""
         ...
 
     async def user(self, token: str) -> GitHubUser:
@@ -86,24 +118,35 @@ class HttpGitHubUsers:
             query["redirect_uri"] = redirect_uri
         return f"{self.web_url.rstrip('/')}/login/oauth/authorize?{urllib.parse.urlencode(query)}"
 
-    async def exchange_code(self, code: str, *, redirect_uri: str | None) -> str:
-        form = {"client_id": self.client_id, "client_secret": self.client_secret, "code": code}
+    async def exchange_code(self, code: str, *, redirect_uri: str | None) -> UserTokens:
+        form = {"code": code}
         if redirect_uri:
             form["redirect_uri"] = redirect_uri
+        body = await self._token_endpoint(form, "finish signing in")
+        if "error" in body:
+            raise SignInFailed(f"GitHub refused the sign-in: {_described(body)}")
+        return _user_tokens(body)
+
+    async def refresh(self, refresh_token: str) -> UserTokens:
+        body = await self._token_endpoint({"grant_type": "refresh_token", "refresh_token": refresh_token}, "renew it")
+        if "error" in body:
+            raise RefreshRefused(f"GitHub refused to renew the sign-in: {_described(body)}")
+        return _user_tokens(body)
+
+    async def _token_endpoint(self, form: dict[str, str], why: str) -> dict[str, Any]:
+        """POST <web>/login/oauth/access_token with the client's credentials: its JSON answer (errors
+        come as 200 with `error`)."""
+        fields = {"client_id": self.client_id, "client_secret": self.client_secret, **form}
         url = f"{self.web_url.rstrip('/')}/login/oauth/access_token"
         try:
             async with self.http_client() as http:
-                response = await http.post(url, data=form, headers={"Accept": "application/json"})
+                response = await http.post(url, data=fields, headers={"Accept": "application/json"})
         except httpx.HTTPError as error:
-            raise SignInFailed(f"GitHub could not be reached to finish signing in ({type(error).__name__})") from None
+            raise SignInFailed(f"GitHub could not be reached to {why} ({type(error).__name__})") from None
         body = _json_object(response)
         if response.status_code != 200 or body is None:
-            raise SignInFailed(f"GitHub answered {response.status_code} when asked for the sign-in's token")
-        if "error" in body or not isinstance(body.get("access_token"), str) or not body["access_token"]:
-            described = str(body.get("error_description") or body.get("error") or "no token in its answer")
-            raise SignInFailed(f"GitHub refused the sign-in: {described[:200]}")
-        token: str = body["access_token"]
-        return token
+            raise SignInFailed(f"GitHub answered {response.status_code} when asked to {why}")
+        return body
 
     async def user(self, token: str) -> GitHubUser:
         async with self.http_client() as http:
@@ -163,6 +206,27 @@ class HttpGitHubUsers:
         if response.status_code != 200 or body is None:
             raise SignInFailed(f"GitHub answered {response.status_code} to GET {path.split('?')[0]}")
         return body
+
+
+def _described(body: dict[str, Any]) -> str:
+    return str(body.get("error_description") or body.get("error"))[:200]
+
+
+def _seconds(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _user_tokens(body: dict[str, Any]) -> UserTokens:
+    """The tokens of a token endpoint answer; SignInFailed without an access token."""
+    access, refresh = body.get("access_token"), body.get("refresh_token")
+    if not isinstance(access, str) or not access:
+        raise SignInFailed("GitHub's answer has no access token")
+    return UserTokens(
+        access,
+        _seconds(body.get("expires_in")),
+        refresh if isinstance(refresh, str) and refresh else None,
+        _seconds(body.get("refresh_token_expires_in")),
+    )
 
 
 def _json_object(response: httpx.Response) -> dict[str, Any] | None:

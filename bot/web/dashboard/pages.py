@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from bot.core.diffstat import parse_numstat, totals
 from bot.edges.files import TranscriptRefused, read_transcript
 from bot.edges.settings import Settings
 from bot.edges.store import dashboard as listing
@@ -32,20 +33,21 @@ from bot.edges.store import runs as store
 from bot.edges.store.models import RUN_STATES, AgentSession
 from bot.render.dashboard.graph_svg import graph_svg
 from bot.render.dashboard.links import web_url_for_api
-from bot.render.dashboard.runs import RunSummary, cost_text, run_row, state_words, tokens_text, when
+from bot.render.dashboard.runs import RunSummary, cost_text, duration_between, run_row, state_words, tokens_text, when
 from bot.render.dashboard.transcript import parse_transcript
 from bot.runner.lanes import LaneFailure
 from bot.runner.sessions import host_name
 from bot.web.dashboard import views
-from bot.web.dashboard.github import GitHubUsers, HttpGitHubUsers, SignInFailed, TokenRejected
+from bot.web.dashboard.github import GitHubUsers, HttpGitHubUsers, RefreshRefused, SignInFailed, TokenRejected
 from bot.web.dashboard.session import (
     ACCESS_TTL_SECONDS,
     COOKIE_NAME,
     COOKIE_PATH,
     LOGIN_SECONDS,
-    SESSION_SECONDS,
     AccessCache,
     CookieSealer,
+    Renewals,
+    SignedIn,
     session_key,
 )
 
@@ -102,6 +104,7 @@ class Dashboard:
     users: GitHubUsers | None  # None: the dashboard is off (no OAuth client in the settings)
     clock: Callable[[], float] = time.time
     access: AccessCache = field(default_factory=AccessCache)
+    renewals: Renewals = field(default_factory=Renewals)
     # Live updates: how often a stream asks the database whether its page changed, and how long one
     # stream lasts (the browser connects again, and the person's access is checked again).
     poll_seconds: float = 1.0
@@ -156,31 +159,66 @@ class Dashboard:
         )
 
     def sign_in_redirect(self, request: Request) -> Response:
-        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        query = f"?next={_quote(target)}" if _NEXT.fullmatch(target) and target != "/dashboard" else ""
-        return RedirectResponse(f"/dashboard/login{query}", status_code=303)
+        return RedirectResponse(_login_url(request), status_code=303)
 
     async def person(self, request: Request) -> Person | Response:
         """Who is signed in, with what they may read (asked of GitHub again once it is stale), or
         the response that sends them to sign in."""
-        assert self.users is not None
-        data = self.sealer.open(request.cookies.get(COOKIE_NAME), now=self.clock())
-        if data is None or not isinstance(data.get("sid"), str) or not isinstance(data.get("token"), str):
+        signed = SignedIn.from_cookie(self.sealer.open(request.cookies.get(COOKIE_NAME), now=self.clock()))
+        if signed is None:
             return self.sign_in_redirect(request)
-        session_id, token = data["sid"], data["token"]
-        repositories = self.access.get(session_id, now=self.clock())
+        repositories = self.access.get(signed.session_id, now=self.clock())
         if repositories is None:
             try:
-                repositories = await self.users.readable_repositories(token)
-            except TokenRejected:
-                self.access.drop(session_id)
-                response = self.sign_in_redirect(request)
-                self.clear_session(response, request)
-                return response
+                signed, repositories = await self._ask_access(request, signed)
+            except (TokenRejected, RefreshRefused):
+                return self.sign_in_again(request, signed)
             except SignInFailed as error:  # fail closed: no stale access when GitHub cannot say
                 return self.message(request, 502, "GitHub could not be asked", str(error))
-            self.access.put(session_id, repositories, now=self.clock())
-        return Person(str(data.get("login", "")), session_id, repositories)
+            self.access.put(signed.session_id, repositories, now=self.clock())
+        return Person(signed.login, signed.session_id, repositories)
+
+    async def _ask_access(self, request: Request, signed: SignedIn) -> tuple[SignedIn, frozenset[str]]:
+        """What the person may read, asked of GitHub with their token, renewed first when it is about
+        to expire, or after GitHub answered 401 to it."""
+        assert self.users is not None
+        renewed = signed.needs_renewal(now=self.clock())
+        if renewed:
+            signed = await self._renew(request, signed)
+        try:
+            return signed, await self.users.readable_repositories(signed.token)
+        except TokenRejected:
+            if renewed or not signed.can_renew(now=self.clock()):
+                raise
+        signed = await self._renew(request, signed)
+        return signed, await self.users.readable_repositories(signed.token)
+
+    async def _renew(self, request: Request, signed: SignedIn) -> SignedIn:
+        """The session with a new token pair from its refresh token; the response will carry its cookie."""
+        assert self.users is not None
+        if signed.refresh_token is None or not signed.can_renew(now=self.clock()):
+            raise TokenRejected("the sign-in expired and has no live refresh token")
+        tokens = await self.renewals.renew(signed.refresh_token, self.users.refresh, clock=self.clock)
+        renewed = signed.renewed(tokens, now=self.clock())
+        request.state.renewed_session = functools.partial(
+            self.set_session, request=request, data=renewed.cookie(), max_age=renewed.cookie_seconds(now=self.clock())
+        )
+        log.info("dashboard: %s's sign-in renewed", signed.login)
+        return renewed
+
+    def sign_in_again(self, request: Request, signed: SignedIn) -> Response:
+        """GitHub no longer takes the person's token and it cannot be renewed: say so, and sign them out."""
+        self.access.drop(signed.session_id)
+        response = self.message(
+            request,
+            401,
+            "Sign in again",
+            "Your sign-in with GitHub has expired or was revoked: sign in again to carry on.",
+            retry=True,
+            sign_in_url=_login_url(request),
+        )
+        self.clear_session(response, request)
+        return response
 
     # -- pages -----------------------------------------------------------------------------
 
@@ -247,6 +285,7 @@ class Dashboard:
             plan=plan,
             lanes=views.lane_views(run, graph, lanes, sessions, self.web_url, now),
             timing=views.timing(graph, lanes, sessions, now),
+            timelines=views.timelines(graph, lanes, sessions, events, now),
             sessions=views.session_views(sessions, now),
             events=views.event_views(events),
             live=f"{EVENTS_PATH}?run={run.id}",
@@ -270,6 +309,9 @@ class Dashboard:
         transcript, problem = await self._transcript(session)
         failure = LaneFailure.from_text(lane.failure) if lane.failure else None
         check = failure if failure is not None and failure.attempt == number else None
+        diff = parse_numstat(session.diff_stat)
+        added, deleted = totals(diff)
+        check_output = session.check_output if session.check_output is not None else (check.output if check else None)
         return self.page(
             "attempt.html",
             request,
@@ -284,6 +326,13 @@ class Dashboard:
             tokens=tokens_text(session.input_tokens, session.output_tokens),
             cost=cost_text(session.cost_usd),
             check=check,
+            check_output=check_output,
+            check_took=duration_between(session.check_started_at, session.ended_at)
+            if session.check_started_at and session.ended_at
+            else None,
+            diff=diff,
+            added=added,
+            deleted=deleted,
             transcript=transcript,
             problem=problem,
             links=views.run_links(self.web_url, run),
@@ -396,23 +445,19 @@ class Dashboard:
         if not _CODE.fullmatch(code):
             return self.message(request, 400, "Sign-in failed", "GitHub's answer has no valid code.", retry=True)
         try:
-            token = await self.users.exchange_code(code, redirect_uri=self.redirect_uri())
-            user = await self.users.user(token)
-            repositories = await self.users.readable_repositories(token)
+            tokens = await self.users.exchange_code(code, redirect_uri=self.redirect_uri())
+            user = await self.users.user(tokens.access_token)
+            repositories = await self.users.readable_repositories(tokens.access_token)
         except SignInFailed as error:
             return self.message(request, 502, "Sign-in failed", str(error), retry=True)
         session_id = secrets.token_urlsafe(18)
+        signed = SignedIn.start(user, session_id, tokens, now=self.clock())
         self.access.put(session_id, repositories, now=self.clock())
         target = data.get("next") if data else None
         response = RedirectResponse(
             target if isinstance(target, str) and _NEXT.fullmatch(target) else "/dashboard", 303
         )
-        self.set_session(
-            response,
-            request,
-            {"login": user.login, "uid": user.id, "token": token, "sid": session_id},
-            max_age=SESSION_SECONDS,
-        )
+        self.set_session(response, request, signed.cookie(), max_age=signed.cookie_seconds(now=self.clock()))
         log.info("dashboard: %s signed in (%d repositories readable)", user.login, len(repositories))
         return response
 
@@ -443,6 +488,13 @@ def _quote(text: str) -> str:
     return urllib.parse.quote(text, safe="/")
 
 
+def _login_url(request: Request) -> str:
+    """The sign-in page, told to come back to the page asked for (any but the runs list)."""
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    query = f"?next={_quote(target)}" if _NEXT.fullmatch(target) and target != "/dashboard" else ""
+    return f"/dashboard/login{query}"
+
+
 def _summary(found: listing.RunListing) -> RunSummary:
     run = found.run
     return RunSummary(
@@ -466,6 +518,9 @@ def _secured(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Re
     @functools.wraps(endpoint)
     async def secured(request: Request) -> Response:
         response = await endpoint(request)
+        renewed_session = getattr(request.state, "renewed_session", None)
+        if renewed_session is not None and "set-cookie" not in response.headers:
+            renewed_session(response)  # the session's new token pair (Dashboard._renew)
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
         return response

@@ -9,11 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from markupsafe import Markup
+
 from bot.core.graph import Graph, InvalidPlan, PlanSyntaxError, load_plan
 from bot.core.text import format_duration, format_minutes, shorten
 from bot.edges.store.models import AgentSession, Lane, Plan, Run, RunEvent
 from bot.render.dashboard.links import check_run_url, issue_url, pull_url, repository_url
-from bot.render.dashboard.runs import cost_text, duration_between, state_words, tokens_text, when
+from bot.render.dashboard.runs import Ticking, cost_text, duration_between, state_words, ticking, tokens_text, when
+from bot.render.dashboard.timeline import AttemptTimes, LaneTimes, actual_rows, planned_rows, timeline_svg
 from bot.runner.lanes import LaneFailure
 
 EVENT_DATA_CHARS = 600
@@ -48,6 +51,7 @@ class LaneView:
     host: str
     check_url: str | None
     attempts: list[AttemptView] = field(default_factory=list)
+    ticking: Ticking | None = None  # `took` while the lane runs
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,7 @@ def lane_views(
                 host=attempts[-1].host or "—" if attempts else "—",
                 check_url=check_run_url(web, run.repository, lane.check_run_id) if lane.check_run_id else None,
                 attempts=attempt_views,
+                ticking=ticking(lane.started_at, None, now) if lane.state == "running" else None,
             )
         )
     return views
@@ -181,6 +186,61 @@ class Timing:
     planned_critical: str
     planned_sequential: str
     critical_path: str
+    wall_clock_ticking: Ticking | None = None  # while a lane has not ended
+
+
+@dataclass(frozen=True)
+class Timelines:
+    planned: Markup | None  # None: some unit has no estimate
+    actual: Markup | None  # None: no lane has started
+
+
+def building_since(events: Sequence[RunEvent]) -> datetime | None:
+    """When the run first began building (its state became running, at `/approve`)."""
+    for event in events:
+        if event.kind == "state":
+            try:
+                moved_to = event.payload().get("to")
+            except ValueError:
+                continue
+            if moved_to == "running":
+                return event.at
+    return None
+
+
+def timelines(
+    graph: Graph | None,
+    lanes: Sequence[Lane],
+    sessions: Sequence[AgentSession],
+    events: Sequence[RunEvent],
+    now: datetime,
+) -> Timelines:
+    """The lanes as the estimates planned them, and as they ran."""
+    if graph is None:
+        return Timelines(None, None)
+    planned = planned_rows(graph)
+    planned_svg = (
+        Markup(timeline_svg(planned, planned=True, label="The lanes as the estimates plan them")) if planned else None
+    )
+    units = {unit.id: unit for unit in graph}
+    times = [
+        LaneTimes(
+            unit_id=lane.unit_id,
+            needs=units[lane.unit_id].needs if lane.unit_id in units else (),
+            attempts=tuple(
+                AttemptTimes(s.attempt, s.status, s.started_at, s.check_started_at, s.ended_at)
+                for s in sessions
+                if s.lane_id == lane.id and s.kind == "lane"
+            ),
+            finished=lane.finished_at,
+            merged=lane.merged_at,
+        )
+        for lane in sorted(lanes, key=lambda lane: graph.ids.index(lane.unit_id) if lane.unit_id in units else 0)
+    ]
+    if not any(lane.attempts for lane in times):
+        return Timelines(planned_svg, None)
+    rows = actual_rows(times, building_since(events), now)
+    return Timelines(planned_svg, Markup(timeline_svg(rows, planned=False, label="The lanes as they ran")))
 
 
 def timing(graph: Graph | None, lanes: Sequence[Lane], sessions: Sequence[AgentSession], now: datetime) -> Timing:
@@ -205,6 +265,7 @@ def timing(graph: Graph | None, lanes: Sequence[Lane], sessions: Sequence[AgentS
         planned_critical=format_minutes(critical.minutes) if critical and critical.minutes is not None else "—",
         planned_sequential=format_minutes(sequential) if sequential is not None else "—",
         critical_path=" → ".join(critical.units) if critical else "—",
+        wall_clock_ticking=ticking(min(starts), None, now) if starts and still else None,
     )
 
 
@@ -214,6 +275,7 @@ __all__ = [
     "LaneView",
     "Links",
     "SessionView",
+    "Timelines",
     "Timing",
     "attempt_url",
     "event_views",
@@ -222,5 +284,6 @@ __all__ = [
     "run_links",
     "session_views",
     "state_words",
+    "timelines",
     "timing",
 ]

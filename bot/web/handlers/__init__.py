@@ -9,7 +9,9 @@ from gidgethub import routing
 
 from bot.web.handlers import (
     access,
+    base_conflict,
     check_run,
+    check_suite,
     installation,
     issue_comment,
     issues,
@@ -21,7 +23,9 @@ from bot.web.handlers import (
 
 router = routing.Router(
     access.router,
+    base_conflict.router,
     check_run.router,
+    check_suite.router,
     installation.router,
     issue_comment.router,
     issues.router,

@@ -29,28 +29,27 @@ from typing import Any
 from anyio import to_thread
 from gidgethub import routing, sansio
 
+from bot.core.budget import Spent
 from bot.core.commands import Command, InvalidUsage, ParsedComment, UnknownCommand, help_text, parse_commands
-from bot.core.lifecycle import Event, InvalidTransition, RunState, describe_state, transition
+from bot.core.lifecycle import HOLDABLE, Event, InvalidTransition, RunState, describe_state, is_held, transition
 from bot.core.text import marker
 from bot.core.workflow import WorkflowError
 from bot.edges.github.issues import add_reaction
 from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.store import runs
-from bot.edges.store.models import Run
+from bot.edges.store.models import Run, utc_now
 from bot.render.answers import render_refusal, render_status
 from bot.render.progress import LaneView
 from bot.runner.context import IssueContext
 from bot.runner.plan import PlanRequest, follow_labels, issue_run, record_plan_request
 from bot.web.dispatcher import HandlerContext
-from bot.web.handlers.issues import IssueTarget, answer, is_bot_account, jobs_of, request_plan
+from bot.web.handlers.issues import STOPS_THE_BUILD, IssueTarget, answer, is_bot_account, jobs_of, request_plan
 
 log = logging.getLogger(__name__)
 
 router = routing.Router()
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
-# Entering these states ends or pauses work the orchestrator may be doing.
-_BUILDING = frozenset({RunState.RUNNING, RunState.INTEGRATING, RunState.BLOCKED})
 # `approved_revision = plan_revision` evaluated by the database inside the compare-and-set, so the
 # revision approved is the latest at the moment the run moves, never one read a moment earlier.
 _LATEST_REVISION = Run.__table__.c.plan_revision  # type: ignore[attr-defined]  # SQLModel does not type `__table__`
@@ -141,7 +140,9 @@ class Conversation:
     async def refuse(self, item: Item, reason: str, state: RunState | None) -> None:
         """Answer `@login: `line`: reason. Valid now: …` (the valid commands of `state`)."""
         answer_marker = self.marker_for(item)
-        body = render_refusal(self.login, self.quoted(item), reason, state, marker_text=answer_marker)
+        body = render_refusal(
+            self.login, self.quoted(item), reason, state, marker_text=answer_marker, held=await self.held()
+        )
         await answer(self.context, self.target, body, answer_marker)
 
     # ----------------------------------------------------------------------- the run
@@ -154,6 +155,10 @@ class Conversation:
     async def state(self) -> RunState | None:
         run = await self.run()
         return RunState(run.state) if run is not None else None
+
+    async def held(self) -> bool:
+        run = await self.run()
+        return run is not None and is_held(run.state, run.held_at is not None)
 
     async def move(self, command: Command, event: Event, **fields: Any) -> tuple[Run, RunState] | None:
         """Move the issue's run on `event` by compare-and-set: (the run as it was, its new state),
@@ -287,7 +292,7 @@ async def _cancel(talk: Conversation, command: Command) -> None:
     run, _ = moved
     assert run.id is not None
     await to_thread.run_sync(runs.append_event, talk.context.engine, run.id, "cancelled", {"by": talk.login})
-    await jobs_of(talk.context).cancel(run.id, building=RunState(run.state) in _BUILDING)
+    await jobs_of(talk.context).cancel(run.id, building=RunState(run.state) in STOPS_THE_BUILD)
 
 
 async def _retry(talk: Conversation, command: Command) -> None:
@@ -317,6 +322,11 @@ async def _fix(talk: Conversation, command: Command) -> None:
     await talk.refuse(command, reason, await talk.state())
 
 
+async def _update(talk: Conversation, command: Command) -> None:
+    reason = "`/update` works on lanebot's pull request, not on the issue: comment it there"
+    await talk.refuse(command, reason, await talk.state())
+
+
 async def _status(talk: Conversation, command: Command) -> None:
     run = await talk.run()
     answer_marker = talk.marker_for(command)
@@ -324,6 +334,8 @@ async def _status(talk: Conversation, command: Command) -> None:
     if run is None:
         body = render_status(run_id=None, state=None, marker_text=head)
     else:
+        assert run.id is not None  # a stored run has its id
+        sessions = await to_thread.run_sync(runs.sessions, talk.context.engine, run.id)
         body = render_status(
             run_id=run.id,
             state=run.state,
@@ -333,12 +345,66 @@ async def _status(talk: Conversation, command: Command) -> None:
             pr_number=run.pr_number,
             error=run.error,
             marker_text=head,
+            spent=Spent.of(sessions),
+            held=is_held(run.state, run.held_at is not None),
         )
     await answer(talk.context, talk.target, body, answer_marker)
 
 
 async def _help(talk: Conversation, command: Command) -> None:
-    await talk.say(command, f"@{talk.login}: {help_text(await talk.state())}")
+    await talk.say(command, f"@{talk.login}: {help_text(await talk.state(), held=await talk.held())}")
+
+
+async def _hold(talk: Conversation, command: Command) -> None:
+    """A flag beside the state (bot/core/lifecycle.py): the orchestrator starts no new agent session
+    while it is set; what runs finishes, and finished lanes still merge."""
+    run = await talk.run()
+    state = RunState(run.state) if run is not None else None
+    if run is None or run.held_at is not None or state not in HOLDABLE:
+        held_by = f"; @{run.held_by} held it already" if run is not None and run.held_at is not None else ""
+        await talk.refuse(command, f"cannot hold {describe_state(state)}{held_by}", state)
+        return
+    assert run.id is not None
+    reason = command.args or None
+    await _set_hold(talk, run.id, held_by=talk.login, held_reason=reason, held_at=utc_now())
+    await to_thread.run_sync(
+        runs.append_event, talk.context.engine, run.id, "held", {"by": talk.login, "reason": reason}
+    )
+    await talk.say(
+        command,
+        f"@{talk.login}: run {run.id} is held. No new agent session starts until `/unhold`; "
+        "the running ones finish and finished lanes still merge.",
+    )
+    await _show_progress(talk, run.id)
+
+
+async def _unhold(talk: Conversation, command: Command) -> None:
+    run = await talk.run()
+    state = RunState(run.state) if run is not None else None
+    if run is None or not is_held(state, run.held_at is not None):
+        await talk.refuse(command, f"cannot unhold {describe_state(state)}: it is not held", state)
+        return
+    assert run.id is not None
+    await _set_hold(talk, run.id, held_by=None, held_reason=None, held_at=None)
+    await to_thread.run_sync(
+        runs.append_event, talk.context.engine, run.id, "unheld", {"by": talk.login, "held_by": run.held_by}
+    )
+    await talk.say(command, f"@{talk.login}: run {run.id} is no longer held; it starts its sessions again.")
+    await _show_progress(talk, run.id)
+
+
+async def _set_hold(talk: Conversation, run_id: int, **fields: Any) -> None:
+    await to_thread.run_sync(lambda: runs.update_run(talk.context.engine, run_id, **fields))
+
+
+async def _show_progress(talk: Conversation, run_id: int) -> None:
+    """The progress comment says at once whether the run is held (nothing else may edit it soon)."""
+    from bot.runner.orchestrator import publish_progress
+
+    try:
+        await publish_progress(talk.context, run_id)
+    except Exception:  # the hold is set and answered; the run's next edit shows it
+        log.warning("could not update the progress comment of run %d", run_id, exc_info=True)
 
 
 async def _lane_views(talk: Conversation, run: Run) -> list[LaneView]:
@@ -355,6 +421,9 @@ _COMMANDS: dict[str, Callable[[Conversation, Command], Awaitable[None]]] = {
     "cancel": _cancel,
     "retry": _retry,
     "fix": _fix,
+    "update": _update,
+    "hold": _hold,
+    "unhold": _unhold,
     "status": _status,
     "help": _help,
 }

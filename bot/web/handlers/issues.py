@@ -5,6 +5,9 @@ The trigger label's name comes from the repository's workflow (`trigger.label`, 
 are closed issues. The person who added the label must be allowed to command lanebot, like a
 commenter; if they are not, or the issue already has a run, they get an answer that says why.
 
+`issues.closed`: closing the issue cancels its run as `/cancel` does (authorised the same way),
+unless the run is over already (done, failed, rejected, cancelled); reopening it changes nothing.
+
 This module also holds what both issue handlers share: the issue an event is about
 (`IssueTarget`), starting a run (`request_plan`) and answering on the issue (`answer`).
 """
@@ -20,15 +23,15 @@ from gidgethub import routing, sansio
 from gidgethub.abc import GitHubAPI
 
 from bot.core.labels import is_state_label
-from bot.core.lifecycle import RunState
+from bot.core.lifecycle import Event, InvalidTransition, RunState, transition
 from bot.core.text import marker
-from bot.core.workflow import Workflow
+from bot.core.workflow import Workflow, WorkflowError
 from bot.edges.github.issues import post_or_update_marked_comment, split_repository
 from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.store import runs
 from bot.render.answers import render_refusal
 from bot.runner.context import BackgroundJobs, EngineContext, GitHubContext, IssueContext, JobsContext
-from bot.runner.plan import PlanRequest, issue_run, record_plan_request
+from bot.runner.plan import PlanRequest, follow_labels, issue_run, record_plan_request
 from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
 from bot.web.dispatcher import HandlerContext
 
@@ -153,6 +156,56 @@ async def plan_on_trigger_label(event: sansio.Event, *, context: HandlerContext,
         await answer(context, target, body, answer_marker)
         return
     await request_plan(context, target, PlanRequest(kind="plan", by=login), quoted=quoted, answer_marker=answer_marker)
+
+
+# Cancelling a run in these stops work the orchestrator may be doing (`/cancel` too).
+STOPS_THE_BUILD = frozenset({RunState.RUNNING, RunState.INTEGRATING, RunState.BLOCKED})
+
+
+@router.register("issues", action="closed")
+async def cancel_on_close(event: sansio.Event, *, context: HandlerContext, **_: Any) -> None:
+    payload = event.data
+    sender = payload.get("sender") or {}
+    if is_bot_account(sender) or "pull_request" in (payload.get("issue") or {}):
+        return
+    target = IssueTarget.from_payload(payload)
+    run = await to_thread.run_sync(issue_run, context.engine, target.repository, target.issue_number)
+    if run is None:
+        return
+    run_id, state = run.id, RunState(run.state)
+    assert run_id is not None
+    try:
+        cancelled = transition(state, Event.CANCEL)
+    except InvalidTransition:
+        return  # over already: closing the issue has nothing to stop
+    login = sender["login"]
+    answer_marker = marker("answer", None, delivery=event.delivery_id.replace("-", "") or "unknown")
+    refused = await _closing_refused(context, target, login, sender.get("id"))
+    if refused is not None:
+        reason = f"{refused}; run {run_id} goes on"
+        body = render_refusal(login, "closed the issue", reason, state, marker_text=answer_marker)
+        await answer(context, target, body, answer_marker)
+        return
+    moved = await to_thread.run_sync(lambda: runs.transition(context.engine, run_id, state.value, cancelled.value))
+    if not moved:
+        return  # another command moved the run at this moment; it says where it went
+    await to_thread.run_sync(runs.append_event, context.engine, run_id, "cancelled", {"by": login, "closed": True})
+    await follow_labels(context, target.repository, target.issue_number)
+    await jobs_of(context).cancel(run_id, building=state in STOPS_THE_BUILD)
+    text = f"@{login} closed the issue, so run {run_id} is cancelled; its branches and transcripts are kept."
+    await answer(context, target, f"{answer_marker}\n{text}", answer_marker)
+
+
+async def _closing_refused(context: HandlerContext, target: IssueTarget, login: str, user_id: Any) -> str | None:
+    """Why `login` may not cancel the run by closing its issue, or None when they may."""
+    try:
+        workflow = await target.workflow(context)
+    except WorkflowError as error:
+        return "lanebot cannot read this repository's settings: " + "; ".join(error.problems)
+    decision = await authorise(
+        target.client(context), target.repository, login, workflow.gate, cache_for(context.github), user_id=user_id
+    )
+    return None if decision.allowed else decision.reason or "not allowed"
 
 
 def state_words(state: RunState | str | None) -> str:

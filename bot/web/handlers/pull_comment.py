@@ -31,7 +31,7 @@ from bot.web.handlers.issues import IssueTarget, is_bot_account
 
 router = routing.Router()
 
-_ON_PULL_REQUESTS = frozenset({"fix", "status", "help"})
+_ON_PULL_REQUESTS = frozenset({"fix", "update", "status", "help"})
 
 
 @router.register("issue_comment", action="created")
@@ -65,6 +65,8 @@ class PullConversation(Conversation):
     async def perform(self, command: Command) -> None:
         if command.name == "fix":
             await self.fix(command)
+        elif command.name == "update":
+            await self.update(command)
         elif command.name in _ON_PULL_REQUESTS:
             await _COMMANDS[command.name](self, command)
         else:
@@ -91,6 +93,25 @@ class PullConversation(Conversation):
             comment_id=int(self.comment["id"]),
             notes=self.notes_of(command) or None,
             asked="`/fix`",
+        )
+
+    async def update(self, command: Command) -> None:
+        """`/update`: queued like a fix lane (one piece of work on the branch at a time), done by
+        bot.runner.pull_update."""
+        run = await self.valid_now(command, Event.UPDATE)
+        if run is None:
+            return
+        if not self.pull_open:
+            await self.refuse(command, "this pull request is closed; there is nothing to update", RunState(run.state))
+            return
+        await request_fix(
+            self.context,
+            run,
+            by=self.login,
+            key=f"comment:{self.comment['id']}:update",
+            comment_id=int(self.comment["id"]),
+            asked="`/update`",
+            kind="update",
         )
 
     def notes_of(self, command: Command) -> str:

@@ -1,8 +1,61 @@
 // lanebot's dashboard, live: the page's <main data-events="..."> names its stream of server-sent
 // events; on each `change` the page is fetched again and every part marked data-live="..." is
 // replaced by the same part of the fresh page. Without JavaScript the page shows the state at load.
+//
+// Durations still growing (<span class="ticking" data-seconds="..." data-since="...">, the seconds
+// at the server's render and the ISO instant they count from) are advanced each second, written as
+// the server writes them (bot.core.text.format_duration, then "so far"). They count on from the
+// server's seconds with this page's own monotonic clock, so a browser whose clock is wrong still
+// shows the server's figure; data-since is used only when data-seconds is missing.
 (function () {
   "use strict";
+  var firstSeen = typeof WeakMap === "function" ? new WeakMap() : null;
+
+  function durationText(seconds) {
+    var whole = Math.round(seconds);
+    if (whole < 60) {
+      return whole + " s";
+    }
+    var minutes = Math.floor(whole / 60);
+    var secs = whole % 60;
+    if (minutes < 60) {
+      return minutes + " min" + (secs ? " " + secs + " s" : "");
+    }
+    var hours = Math.floor(minutes / 60);
+    minutes = minutes % 60;
+    return hours + " h" + (minutes ? " " + minutes + " min" : "");
+  }
+
+  function secondsOf(element, now) {
+    var rendered = Number(element.getAttribute("data-seconds"));
+    if (element.getAttribute("data-seconds") !== null && isFinite(rendered) && rendered >= 0) {
+      if (!firstSeen.has(element)) {
+        firstSeen.set(element, now);
+      }
+      return rendered + (now - firstSeen.get(element)) / 1000;
+    }
+    var since = Date.parse(element.getAttribute("data-since") || "");
+    return isFinite(since) ? Math.max(0, (Date.now() - since) / 1000) : null;
+  }
+
+  function tick() {
+    var now = window.performance.now();
+    document.querySelectorAll(".ticking").forEach(function (element) {
+      var seconds = secondsOf(element, now);
+      if (seconds !== null) {
+        var text = durationText(seconds) + " so far";
+        if (element.textContent !== text) {
+          element.textContent = text;
+        }
+      }
+    });
+  }
+
+  if (firstSeen && window.performance && document.querySelectorAll) {
+    tick();
+    window.setInterval(tick, 1000);
+  }
+
   var main = document.querySelector("main[data-events]");
   if (!main || !window.EventSource || !window.fetch || !window.DOMParser) {
     return;
