@@ -21,11 +21,11 @@ from bot.core.budget import BudgetCaps, Spent, budget_stop
 from bot.core.lifecycle import Event, RunState, transition
 from bot.core.text import code_span, markdown_text, marker
 from bot.core.workflow import WorkflowError
-from bot.edges.github.issues import post_or_update_marked_comment, split_repository
+from bot.edges.github.issues import post_or_update_marked_comment
 from bot.edges.store import runs as store
 from bot.edges.store.models import Lane
 from bot.runner.context import RuntimeContext
-from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
+from bot.runner.repository_workflow import installation_workflow
 from bot.runner.runtime import Runtime, db, load_runtime
 
 log = logging.getLogger(__name__)
@@ -71,15 +71,9 @@ async def _current_caps(rt: Runtime) -> BudgetCaps:
     cached = _CURRENT_CAPS.get(key)
     if cached is not None and time.monotonic() - cached[0] < CURRENT_CAPS_TTL_S:
         return cached[1]
-    owner, name = split_repository(rt.run.repository)
     github = rt.context.github
     try:
-        workflow = await load_repository_workflow(
-            github.installation_client(rt.run.installation_id, None),
-            owner,
-            name,
-            extends_owners=allowed_extends_owners(github),
-        )
+        workflow = await installation_workflow(github, rt.run.installation_id, rt.run.repository)
         caps = workflow.budget.caps()
     except WorkflowError as error:
         log.warning("run %d: the default branch's workflow is not valid (%s); its own caps stand", rt.run_id, error)

@@ -64,7 +64,7 @@ from bot.render.gate import GateTooLarge, PlanSource, gate_size_problems, render
 from bot.runner.context import EngineContext, GitHubContext, IssueContext, RunnerContext, RuntimeContext
 from bot.runner.jailing import agent_jail, unjailed
 from bot.runner.plan_session import plan_issue
-from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
+from bot.runner.repository_workflow import installation_workflow
 from bot.runner.sessions import RecordedAgent, abandon_running, host_name
 
 log = logging.getLogger(__name__)
@@ -156,13 +156,7 @@ async def plan_run(context: RunnerContext, run_id: int) -> None:
 
 async def _plan(context: RunnerContext, run: Run) -> None:
     assert run.id is not None
-    owner, name = split_repository(run.repository)
-    workflow = await load_repository_workflow(
-        context.github.installation_client(run.installation_id, None),
-        owner,
-        name,
-        extends_owners=allowed_extends_owners(context.github),
-    )
+    workflow = await installation_workflow(context.github, run.installation_id, run.repository)
     client = _client(context, run)
     await ensure_labels(client, run.repository, workflow.trigger.label)
     await follow_labels(context, run.repository, run.issue_number)
@@ -311,13 +305,7 @@ async def publish_gate(context: GitHubContext, run_id: int, *, workflow: Workflo
     if run is None or plan is None:
         return
     if workflow is None:
-        owner, name = split_repository(run.repository)
-        workflow = await load_repository_workflow(
-            context.github.installation_client(run.installation_id, None),
-            owner,
-            name,
-            extends_owners=allowed_extends_owners(context.github),
-        )
+        workflow = await installation_workflow(context.github, run.installation_id, run.repository)
     graph = stored_graph(plan.units_jsonl)
     # The store writes no other source; render_gate checks again.
     arguments = _gate_arguments(context, run, workflow, plan.revision, cast(PlanSource, plan.source))

@@ -10,8 +10,9 @@ from bot.core.workflow import Workflow
 from bot.edges.github.client import InstallationClient
 from bot.edges.github.config import load_config_chain
 from bot.edges.workflow_files import load_workflow
+from bot.runner.context import GitHubAccess
 
-__all__ = ["allowed_extends_owners", "load_repository_workflow"]
+__all__ = ["allowed_extends_owners", "installation_workflow", "load_repository_workflow"]
 
 
 async def load_repository_workflow(
@@ -25,6 +26,22 @@ async def load_repository_workflow(
     own = client.for_repository(f"{owner}/{repo}") if isinstance(client, InstallationClient) else client
     chain = await load_config_chain(client, owner, repo, ref, extends_owners=extends_owners, own_client=own)
     return load_workflow(overrides=chain)
+
+
+async def installation_workflow(
+    github: GitHubAccess, installation_id: int, repository: str, ref: str | None = None
+) -> Workflow:
+    """`load_repository_workflow` for `repository` ("owner/name") as the App's installation sees it:
+    with an installation-wide token (a token scoped to one repository cannot read the owner's
+    `.github` repository) and the host's LANEBOT_ALLOW_EXTENDS_OWNERS."""
+    owner, name = repository.split("/", 1)
+    return await load_repository_workflow(
+        github.installation_client(installation_id, None),
+        owner,
+        name,
+        ref,
+        extends_owners=allowed_extends_owners(github),
+    )
 
 
 def allowed_extends_owners(github: object) -> tuple[str, ...]:

@@ -43,7 +43,7 @@ from bot.edges.store import runs as store
 from bot.edges.store.models import Run
 from bot.runner.context import EngineContext, GitHubContext, RuntimeContext
 from bot.runner.plan import stored_graph
-from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
+from bot.runner.repository_workflow import installation_workflow
 from bot.runner.sessions import host_name
 
 log = logging.getLogger(__name__)
@@ -185,11 +185,7 @@ async def _load(context: RuntimeContext, run: Run) -> Runtime:
     owner, name = split_repository(run.repository)
     client = context.github.installation_client(run.installation_id, run.repository)
     repository = Repository.from_api(await client.getitem("/repos/{owner}/{repo}", {"owner": owner, "repo": name}))
-    # A token scoped to one repository cannot read the owner's `.github` repository.
-    config_client = context.github.installation_client(run.installation_id, None)
-    workflow = await load_repository_workflow(
-        config_client, owner, name, run.base_sha, extends_owners=allowed_extends_owners(context.github)
-    )
+    workflow = await installation_workflow(context.github, run.installation_id, run.repository, run.base_sha)
     graph = await _approved_graph(context, run)
     issue = _approved_issue(run) or await _read_issue(client, owner, name, run.issue_number)
     mirror = Mirror(context.settings.workdir, run.repository, repository.clone_url, _credentials(context, run))

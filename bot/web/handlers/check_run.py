@@ -30,12 +30,11 @@ from gidgethub import routing, sansio
 from bot.core.checks import RERUN_VERIFY, RETRY_LANE, VERIFY_CHECK, lane_check_name, parse_external_id
 from bot.core.lifecycle import Event, InvalidTransition, transition
 from bot.edges.github.checks import acknowledge_rerun
-from bot.edges.github.issues import split_repository
 from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.store import runs
 from bot.render.checks import rerun_note
 from bot.runner.context import GitHubContext, IssueContext
-from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
+from bot.runner.repository_workflow import installation_workflow
 from bot.web.dispatcher import HandlerContext
 from bot.web.handlers.issues import is_bot_account, jobs_of
 
@@ -179,13 +178,7 @@ async def _may_command(context: GitHubContext, payload: dict[str, Any], reposito
     if is_bot_account(sender):
         return False
     installation_id = int(payload["installation"]["id"])
-    owner, name = split_repository(repository)
-    workflow = await load_repository_workflow(
-        context.github.installation_client(installation_id, None),
-        owner,
-        name,
-        extends_owners=allowed_extends_owners(context.github),
-    )
+    workflow = await installation_workflow(context.github, installation_id, repository)
     client = context.github.installation_client(installation_id, repository)
     decision = await authorise(
         client, repository, sender["login"], workflow.gate, cache_for(context.github), user_id=sender.get("id")

@@ -42,10 +42,10 @@ from bot.core.names import INTEGRATION_PREFIX
 from bot.core.text import code_span, marker
 from bot.core.workflow import WorkflowError
 from bot.edges.github.checks import run_annotations, suite_check_runs
-from bot.edges.github.issues import post_or_update_marked_comment, split_repository
+from bot.edges.github.issues import post_or_update_marked_comment
 from bot.edges.store import reviews, runs
 from bot.edges.store.models import ReviewRequest, Run, RunEvent
-from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
+from bot.runner.repository_workflow import installation_workflow
 from bot.runner.review.fix import FIX_PUSHING
 from bot.runner.review.queue import request_fix
 from bot.web.dispatcher import HandlerContext
@@ -135,14 +135,8 @@ async def _fix_or_stop(
     app = suite.get("app") or {}
     installation = int(payload["installation"]["id"])
     client = context.github.installation_client(installation, repository)
-    owner, name = split_repository(repository)
     try:
-        workflow = await load_repository_workflow(
-            context.github.installation_client(installation, None),
-            owner,
-            name,
-            extends_owners=allowed_extends_owners(context.github),
-        )
+        workflow = await installation_workflow(context.github, installation, repository)
     except WorkflowError as error:
         log.warning("failing CI on %s#%d starts nothing: %s", repository, number, "; ".join(error.problems))
         return

@@ -26,13 +26,13 @@ from bot.core.labels import is_state_label
 from bot.core.lifecycle import Event, InvalidTransition, RunState, transition
 from bot.core.text import marker
 from bot.core.workflow import Workflow, WorkflowError
-from bot.edges.github.issues import post_or_update_marked_comment, split_repository
+from bot.edges.github.issues import post_or_update_marked_comment
 from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.store import runs
 from bot.render.answers import render_refusal
 from bot.runner.context import BackgroundJobs, EngineContext, GitHubContext, IssueContext, JobsContext
 from bot.runner.plan import PlanRequest, follow_labels, issue_run, record_plan_request
-from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
+from bot.runner.repository_workflow import installation_workflow
 from bot.web.dispatcher import HandlerContext
 
 log = logging.getLogger(__name__)
@@ -62,13 +62,7 @@ class IssueTarget:
     async def workflow(self, context: GitHubContext) -> Workflow:
         """The repository's workflow, read with an installation-wide client (it may fall back to the
         owner's `.github` repository, which a repository-scoped token cannot see)."""
-        owner, name = split_repository(self.repository)
-        return await load_repository_workflow(
-            context.github.installation_client(self.installation_id, None),
-            owner,
-            name,
-            extends_owners=allowed_extends_owners(context.github),
-        )
+        return await installation_workflow(context.github, self.installation_id, self.repository)
 
 
 def is_bot_account(user: dict[str, Any] | None) -> bool:

@@ -22,10 +22,10 @@ from gidgethub import routing, sansio
 from bot.core.lifecycle import Event, InvalidTransition, transition
 from bot.core.text import marker
 from bot.core.workflow import WorkflowError
-from bot.edges.github.issues import post_or_update_marked_comment, split_repository
+from bot.edges.github.issues import post_or_update_marked_comment
 from bot.edges.github.permissions import authorise, cache_for
 from bot.edges.store import runs
-from bot.runner.repository_workflow import allowed_extends_owners, load_repository_workflow
+from bot.runner.repository_workflow import installation_workflow
 from bot.runner.review.queue import request_fix
 from bot.web.dispatcher import HandlerContext
 from bot.web.handlers.issues import is_bot_account
@@ -56,16 +56,10 @@ async def review_submitted(event: sansio.Event, *, context: HandlerContext, **_:
         return
     login = review["user"]["login"]
     installation = int(payload["installation"]["id"])
-    owner, name = split_repository(repository)
     client = context.github.installation_client(installation, repository)
     answer_marker = marker("answer", run.id, review=int(review["id"]))
     try:
-        workflow = await load_repository_workflow(
-            context.github.installation_client(installation, None),
-            owner,
-            name,
-            extends_owners=allowed_extends_owners(context.github),
-        )
+        workflow = await installation_workflow(context.github, installation, repository)
     except WorkflowError as error:
         body = (
             f"{answer_marker}\n@{login}: your review starts no fix lane: lanebot cannot read this "
