@@ -641,8 +641,7 @@ class _Attempt:
             external=external_id(self.rt.run_id, self.unit.id),
             title=f"attempt {self.attempt} is running",
             summary=f"Lane `{self.unit.id}` of #{self.rt.issue_number}, attempt {self.attempt}, on `{self.branch}`.",
-            # Only an earlier session of this lane can have made one the database does not know of.
-            look_first=self.attempt > 1,
+            look_first=self._lived_before(),
         )
         await db(store.update_lane, self.rt.engine, self.lane.id, check_run_id=self.check_run_id)
 
@@ -670,10 +669,16 @@ class _Attempt:
                 head_sha=outcome.head,
                 external=external_id(self.rt.run_id, self.unit.id),
                 report=report,
+                look_first=self._lived_before(),
             )
             await db(store.update_lane, self.rt.engine, self.lane.id, check_run_id=self.check_run_id)
             return
         await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id, report)
+
+    def _lived_before(self) -> bool:
+        """Only an earlier session of this lane (one lanebot was killed in, or a failed attempt)
+        can have made a check run the database does not know of."""
+        return self.attempt > 1
 
     def _is_last_attempt(self) -> bool:
         """Whether a failure of this attempt leaves no retry (the lane fails and the run blocks)."""

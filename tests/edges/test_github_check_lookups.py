@@ -99,3 +99,37 @@ async def test_a_report_on_a_new_commit_is_one_request_that_completes_the_check_
             ("check_run", "completed"),
             ("check_suite", "completed"),
         ]
+
+
+async def test_a_report_after_a_restart_completes_the_check_run_an_earlier_life_left_on_that_commit(
+    tmp_path: Path, project: Path
+) -> None:
+    """A lane killed after it reported on its head runs again; its agent may make the very same
+    commit, and GitHub would otherwise show the lane's check twice on it."""
+    async with harness(tmp_path, project) as h:
+        repo = await h.repository(REPO)
+        sha = main_sha(h)
+        settings = Settings(app_id=str(APP_ID), private_key=app_key()[0], webhook_secret="s", github_api_url=BASE)
+        async with GitHubApp(settings, http=h.http, clock=lambda: h.clock().timestamp()) as app:
+            client = app.installation_client(repo["installation_id"], REPO)
+
+            async def report(summary: str, *, look_first: bool) -> int:
+                return await report_check(
+                    client,
+                    REPO,
+                    name="lanebot / notes",
+                    head_sha=sha,
+                    external="run-1/notes",
+                    report=CheckReport("success", "its check passed", summary, ()),
+                    look_first=look_first,
+                )
+
+            first = await report("Attempt 1 of lane `notes`.", look_first=False)
+            again = await report("Attempt 2 of lane `notes`.", look_first=True)
+
+        runs = [r for r in h.sandbox.state.check_runs.values() if r.head_sha == sha and r.name == "lanebot / notes"]
+        assert again == first
+        assert [(r.status, r.conclusion, r.output["summary"]) for r in runs] == [
+            ("completed", "success", "Attempt 2 of lane `notes`.")
+        ]
+        assert served(h, "POST", "/repos/alice/demo/check-runs") == 1

@@ -162,13 +162,27 @@ async def begin_check(
 
 
 async def report_check(
-    client: GitHubAPI, repository: str, *, name: str, head_sha: str, external: str, report: CheckReport
+    client: GitHubAPI,
+    repository: str,
+    *,
+    name: str,
+    head_sha: str,
+    external: str,
+    report: CheckReport,
+    look_first: bool = False,
 ) -> int:
     """A check run made completed with `report` on `head_sha`, in one request: for a result on a
     commit no earlier check run of this attempt is on (a lane's new head). Its id.
 
-    After a 5xx it is looked for (by name, external id and the report's summary, which names the
-    attempt) before it is asked for again."""
+    With `look_first` (an earlier life of the step may have reported on this very commit before
+    lanebot was killed) the check run already there is completed with `report` instead, so GitHub
+    does not show it twice. After a 5xx it is looked for (by name, external id and the report's
+    summary, which names the attempt) before it is asked for again."""
+    if look_first:
+        existing = await find_check(client, repository, head_sha, name, external)
+        if existing is not None:
+            await finish_check(client, repository, int(existing["id"]), report)
+            return int(existing["id"])
     owner, repo = split_repository(repository)
     now = _now()
     data = {
