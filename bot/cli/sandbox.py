@@ -120,9 +120,9 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         "--events",
         metavar="LIST",
         help="comma-separated events the App subscribes to "
-        "(default issues,issue_comment,pull_request,"
+        "(default push,issues,issue_comment,pull_request,"
         "pull_request_review,pull_request_review_comment,"
-        "check_run)",
+        "check_run,check_suite,member,membership,organization,team)",
     )
     serve.set_defaults(func=_run_serve)
 

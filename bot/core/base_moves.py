@@ -13,7 +13,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Mergeability", "mergeability"]
+__all__ = ["Mergeability", "mergeability", "moves_default_branch"]
 
 
 class Mergeability(enum.StrEnum):
@@ -32,3 +32,10 @@ def mergeability(pull: Mapping[str, Any]) -> Mergeability:
     if mergeable is True:
         return Mergeability.CLEAN
     return Mergeability.UNKNOWN
+
+
+def moves_default_branch(push: Mapping[str, Any]) -> bool:
+    """Whether a `push` webhook's payload moved its repository's default branch (the base of
+    lanebot's pull requests) to a commit: not a deletion, not any other branch or tag."""
+    default = (push.get("repository") or {}).get("default_branch")
+    return bool(default) and push.get("ref") == f"refs/heads/{default}" and not push.get("deleted")

@@ -1,8 +1,12 @@
 """The labels lanebot puts on an issue: the trigger label and one state label per run state.
 
 Pure code, no I/O. A state label shows where the issue's run stands; an issue never holds two.
-`label_changes` says what to add and remove to get there from the labels an issue has now, and
-`missing_labels` which labels to create in a repository that lacks them.
+`label_changes` says what to add and remove to get there from the labels an issue has now.
+
+A state label is not created ahead: GitHub makes a label that "add labels to an issue" names and
+the repository lacks, grey and without a description, and `restyle` then says which of lanebot's
+looks to give it (one request, the first time a repository meets that state). A repository never
+holds the state labels its runs have not reached.
 
 How run states map to labels (`label_for`):
 
@@ -24,8 +28,9 @@ GitHub compares label names without regard to case, so this module does too. The
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from bot.core.lifecycle import RunState
 
@@ -37,11 +42,12 @@ __all__ = [
     "is_state_label",
     "label_changes",
     "label_for",
-    "missing_labels",
+    "restyle",
     "trigger_label",
 ]
 
 DEFAULT_TRIGGER = "lanebot"
+GITHUB_NEW_LABEL_COLOR = "ededed"  # the colour GitHub gives a label an issue's labels made
 _COLOR = re.compile(r"[0-9a-f]{6}")
 _MAX_NAME = 50  # GitHub's limit on a label's name
 _MAX_DESCRIPTION = 100  # GitHub's limit on a label's description
@@ -96,7 +102,8 @@ _BY_STATE: dict[RunState, LabelSpec | None] = {
     RunState.REJECTED: None,
     RunState.CANCELLED: None,
 }
-_STATE_NAMES = frozenset(spec.name.casefold() for spec in STATE_LABELS)
+_BY_NAME = {spec.name.casefold(): spec for spec in STATE_LABELS}
+_STATE_NAMES = frozenset(_BY_NAME)
 
 
 @dataclass(frozen=True)
@@ -148,8 +155,10 @@ def trigger_label(name: str = DEFAULT_TRIGGER) -> LabelSpec:
     return LabelSpec(name, "5319e7", "Ask lanebot to plan this issue as parallel agent lanes")
 
 
-def missing_labels(existing: Iterable[str], trigger: str = DEFAULT_TRIGGER) -> tuple[LabelSpec, ...]:
-    """The trigger and state labels a repository lacks (compared without regard to case)."""
-    have = {name.casefold() for name in existing}
-    wanted = (trigger_label(trigger), *STATE_LABELS)
-    return tuple(spec for spec in wanted if spec.name.casefold() not in have)
+def restyle(label: Mapping[str, Any]) -> LabelSpec | None:
+    """lanebot's look for `label` (as GitHub's API shows it) when it is one of lanebot's state labels
+    as GitHub made it (grey, no description); None for any other label and for one a person styled."""
+    spec = _BY_NAME.get(str(label.get("name", "")).casefold())
+    if spec is None or label.get("description") or str(label.get("color", "")).lower() != GITHUB_NEW_LABEL_COLOR:
+        return None
+    return spec

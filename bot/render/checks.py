@@ -120,8 +120,9 @@ def rerun_note(*, requested_by: str, what: str, check_name: str, summary: str | 
     stays below a line saying who asked and where the result will be."""
     title = shorten(f"{what} requested by @{requested_by}", TITLE_LIMIT)
     head = (
-        f"**@{markdown_text(requested_by)} asked for {what}.** GitHub does not reopen a completed check "
-        f"run, so the result is reported on a new {code_span(check_name)} check run."
+        f"**@{markdown_text(requested_by)} asked for {what}.** Its result is reported on the "
+        f"{code_span(check_name)} check run of the commit it ends on: this one, completed again, for a "
+        f"lane that ends on this commit; a new one otherwise (GitHub does not reopen a completed check run)."
     )
     return title, fit_summary(f"{head}\n\n---\n\n{summary}" if summary else head)
 

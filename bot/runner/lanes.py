@@ -21,8 +21,11 @@ An attempt (`run_lane`, one executor job identified by run, unit and attempt num
    the tail of its output is kept. Without a working jail (and no LANEBOT_UNJAILED=1) the
    attempt fails before its agent starts, saying why and how to install bubblewrap;
 7. the lane branch pushed (also after a failure, so the next attempt and humans see it), the
-   head recorded, the check run `lanebot / <unit>` completed; a failure that leaves no retry
-   offers the check run's `Retry lane` button.
+   head recorded, and the attempt's one check run `lanebot / <unit>` made, completed with its
+   result, on the commit the attempt ended on (its new head, or its start when it committed
+   nothing); a failure that leaves no retry offers the check run's `Retry lane` button. No check
+   run is in progress meanwhile (the progress comment shows which lanes run), and an attempt the
+   host interrupted reports nothing: the lane runs again and that attempt reports.
 
 The outcome is written to the lane's row (compare-and-set from `running`): `finished`, or back
 to `pending` with the failure while retries remain, or `failed`. The lane's state is written
@@ -52,7 +55,7 @@ from bot.edges.agents.process import child_environment, stop_process_group
 from bot.edges.executor import Job
 from bot.edges.files import write_private
 from bot.edges.git import Mirror, RefNotFound, Worktree, git
-from bot.edges.github.checks import finish_check, report_check, start_check
+from bot.edges.github.checks import finish_check, report_check
 from bot.edges.jail import JailPolicy, bwrap_argv, find_bwrap
 from bot.edges.logcontext import bind_log_context
 from bot.edges.store import runs as store
@@ -400,7 +403,8 @@ class _Attempt:
         self.previous = LaneFailure.from_text(lane.failure) if lane.failure else None
         self.attempt = job.attempt
         self.session_id: int | None = None
-        self.check_run_id: int | None = None
+        self.check_run_id: int | None = None  # this attempt's, once reported
+        self.ended_on: str | None = None  # the commit on GitHub a report of this attempt goes on
         self.cache: Path | None = None  # the lane cache ($LANEBOT_CACHE), once the worktree is cut
         self.lane_env: dict[str, str] = {}
 
@@ -460,7 +464,7 @@ class _Attempt:
         pushed = await remote_sha(mirror, self.branch)
         start = pushed if pushed and self.attempt > 1 and await is_ancestor(mirror, base, pushed) else base
         worktree = await add_worktree(mirror, self.rt.worktree_path(self.unit.id), branch=self.branch, start=start)
-        await self._start_check(start)
+        self.ended_on = start
         async with held_ports(self.rt.workdir, self.rt.workflow.build.ports) as ports:
             await self._prepare_lane_env(worktree.path, ports)
             outcome, check_output = await self._build(worktree, base)
@@ -469,7 +473,8 @@ class _Attempt:
             if await self._interrupted_by("the work disk is full", None):
                 raise _AttemptInterrupted
         await worktree.push(self.branch, expected=pushed or "")
-        await self._finish_check(start, outcome, check_output)
+        self.ended_on = outcome.head
+        await self._report(outcome, check_output)
         return outcome
 
     async def _build(self, worktree: Worktree, base: str) -> tuple[_Outcome, str | None]:
@@ -632,48 +637,35 @@ class _Attempt:
         outcome.check_output = check.output
         return check.output
 
-    async def _start_check(self, head: str) -> None:
-        self.check_run_id = await start_check(
+    async def _report(self, outcome: _Outcome, check_output: str | None) -> None:
+        failure = outcome.failure
+        await self._report_check(
+            lane_report(
+                unit_id=self.unit.id,
+                attempt=self.attempt,
+                passed=failure is None,
+                reason=failure.reason if failure else None,
+                changed_paths=outcome.changed,
+                offending_paths=failure.paths if failure else (),
+                check_output=check_output,
+                transcript=str(self.transcript),
+                offer_retry=self._is_last_attempt(),
+            )
+        )
+
+    async def _report_check(self, report: CheckReport) -> None:
+        """The attempt's one check run, made completed with `report` on the commit it ended on."""
+        assert self.ended_on is not None
+        self.check_run_id = await report_check(
             self.rt.client,
             self.rt.run.repository,
             name=lane_check_name(self.unit.id),
-            head_sha=head,
+            head_sha=self.ended_on,
             external=external_id(self.rt.run_id, self.unit.id),
-            title=f"attempt {self.attempt} is running",
-            summary=f"Lane `{self.unit.id}` of #{self.rt.issue_number}, attempt {self.attempt}, on `{self.branch}`.",
+            report=report,
             look_first=self._lived_before(),
         )
         await db(store.update_lane, self.rt.engine, self.lane.id, check_run_id=self.check_run_id)
-
-    async def _finish_check(self, start: str, outcome: _Outcome, check_output: str | None) -> None:
-        failure = outcome.failure
-        report = lane_report(
-            unit_id=self.unit.id,
-            attempt=self.attempt,
-            passed=failure is None,
-            reason=failure.reason if failure else None,
-            changed_paths=outcome.changed,
-            offending_paths=failure.paths if failure else (),
-            check_output=check_output,
-            transcript=str(self.transcript),
-            offer_retry=self._is_last_attempt(),
-        )
-        assert self.check_run_id is not None and outcome.head is not None
-        if outcome.head != start:
-            # A check run stays on the commit it was made for: the result goes on the lane's new head.
-            await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id, _superseded(outcome.head))
-            self.check_run_id = await report_check(
-                self.rt.client,
-                self.rt.run.repository,
-                name=lane_check_name(self.unit.id),
-                head_sha=outcome.head,
-                external=external_id(self.rt.run_id, self.unit.id),
-                report=report,
-                look_first=self._lived_before(),
-            )
-            await db(store.update_lane, self.rt.engine, self.lane.id, check_run_id=self.check_run_id)
-            return
-        await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id, report)
 
     def _lived_before(self) -> bool:
         """Only an earlier session of this lane (one lanebot was killed in, or a failed attempt)
@@ -744,7 +736,6 @@ class _Attempt:
             failure="lanebot stopped while the attempt ran",
         )
         await db(store.set_lane_state, engine, self.lane.id, "running", "pending")
-        await self._close_check("neutral", "lanebot stopped while this attempt ran; the lane runs again")
 
     def _disk_was_full(self, failure: LaneFailure) -> bool:
         """Whether the agent or the check failed because the work disk was full (then the attempt
@@ -787,26 +778,26 @@ class _Attempt:
             log.warning(
                 "lane %r of run %d: could not record the interruption (%s)", self.unit.id, self.rt.run.id, error
             )
-        await self._close_check("neutral", f"{fault}; the lane runs again without consuming a retry")
         return True
 
     async def _close_check(self, conclusion: str, reason: str, *, offer_retry: bool = False) -> None:
-        """Complete this attempt's check run when the attempt ended without reaching its report."""
-        if self.check_run_id is None:
+        """Report an attempt that ended without reaching its report (an error, /cancel) on the commit
+        it got to; one that reported already has that check run say how it ended instead. Nothing
+        for an attempt that failed before its worktree was cut: it got to no commit."""
+        if self.ended_on is None:
             return
+        report = CheckReport(
+            conclusion,
+            reason,
+            f"Attempt {self.attempt} of lane `{self.unit.id}`: "
+            f"{reason}.\n\nTranscript: `{self.transcript}` on the runner host.",
+            (RETRY_LANE,) if offer_retry else (),
+        )
         with contextlib.suppress(Exception):  # best effort: GitHub being unwell must not hide the outcome
-            await finish_check(
-                self.rt.client,
-                self.rt.run.repository,
-                self.check_run_id,
-                CheckReport(
-                    conclusion,
-                    reason,
-                    f"Attempt {self.attempt} of lane `{self.unit.id}`: "
-                    f"{reason}.\n\nTranscript: `{self.transcript}` on the runner host.",
-                    (RETRY_LANE,) if offer_retry else (),
-                ),
-            )
+            if self.check_run_id is not None:
+                await finish_check(self.rt.client, self.rt.run.repository, self.check_run_id, report)
+            else:
+                await self._report_check(report)
 
 
 def _interruptions_in_a_row(sessions: Iterable[AgentSession], lane_id: int | None) -> int:
@@ -820,14 +811,6 @@ def _interruptions_in_a_row(sessions: Iterable[AgentSession], lane_id: int | Non
             break
         count += counts_against_the_cap(failure.removeprefix(INTERRUPTED))
     return count
-
-
-def _superseded(head: str) -> CheckReport:
-    return CheckReport(
-        "neutral",
-        f"this attempt's result is on {head[:12]}",
-        f"The lane's attempt committed {head}; its check run there holds the result.",
-    )
 
 
 async def _shielded(work: Awaitable[None]) -> None:

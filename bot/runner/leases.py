@@ -5,9 +5,10 @@ A worker holds a lease on each job it does and renews it `RENEWALS_PER_TTL` time
 `LANEBOT_LEASE_TTL` (60 s by default). When a lease has run out, the host is taken for gone:
 
 - a lane's attempt is lost, without consuming a retry (its session `lost`, the lane back to
-  `pending`, its check run closed as neutral), and the scheduler starts the lane again as the next
-  attempt, on whichever worker takes it; should the old host come back, its next renewal fails and
-  it stops the agent, and the lane's compare-and-set on its session keeps its late result out;
+  `pending`; it has no check run open: a lane reports one when an attempt ends), and the
+  scheduler starts the lane again as the next attempt, on whichever worker takes it; should the
+  old host come back, its next renewal fails and it stops the agent, and the lane's
+  compare-and-set on its session keeps its late result out;
 - a merge or the integrate step is sent again (bot.edges.executor.celery_executor): a merge picks
   up from the integration branch as pushed, which is the fence (a lane is merged once: a push that
   does not start from the head it read is refused), and integrate from the run's recorded steps.
@@ -19,9 +20,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from bot.core.checks import CheckReport
 from bot.edges.executor import Job, JobKind, LeaseState
-from bot.edges.github.checks import finish_check
 from bot.edges.store import leases
 from bot.edges.store import runs as store
 from bot.edges.store.leases import job_key
@@ -89,14 +88,4 @@ async def _lose_lane_attempt(context: GitHubContext, lease: JobLease, unit_id: s
     for session in await db(store.running_sessions, engine, lease.run_id):
         if session.kind == "lane" and session.lane_id == lane.id:
             await db(store.finish_session, engine, session.id, status="lost", counts_as_retry=False, failure=reason)
-    if await db(store.set_lane_state, engine, lane.id, "running", "pending") and lane.check_run_id is not None:
-        run = await db(store.get_run, engine, lease.run_id)
-        if run is not None:
-            client = context.github.installation_client(run.installation_id, run.repository)
-            report = CheckReport(
-                "neutral", "this attempt was lost with its runner host", f"Lane `{unit_id}` runs again: {reason}."
-            )
-            try:
-                await finish_check(client, run.repository, lane.check_run_id, report)
-            except Exception:
-                log.warning("could not close the lost attempt's check run of lane %r", unit_id, exc_info=True)
+    await db(store.set_lane_state, engine, lane.id, "running", "pending")

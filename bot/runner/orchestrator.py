@@ -38,7 +38,6 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from bot.core.budget import Spent, lane_spent
-from bot.core.checks import CheckReport
 from bot.core.labels import label_for
 from bot.core.lifecycle import Event, InvalidTransition, RunState, is_held, transition
 from bot.core.names import integration_branch, lane_branch
@@ -47,7 +46,6 @@ from bot.core.text import marker
 from bot.core.waiting import Held, NoLaneSlot, WaitReason, lane_slot_wait, why_waiting
 from bot.edges.executor import Executor, Job, JobKind, integrate_job, lane_job, merge_job
 from bot.edges.executor.embedded import EmbeddedExecutor
-from bot.edges.github.checks import finish_check
 from bot.edges.github.client import RateLimitWait
 from bot.edges.github.issues import edit_comment_if_there, get_comment, post_or_update_marked_comment
 from bot.edges.logcontext import bind_log_context
@@ -388,27 +386,11 @@ async def _recover_orphans(context: RunnerContext, run_id: int, lanes: Sequence[
         )
     for lane in lanes:
         if lane.state == "running" and lane.unit_id not in held:
-            if await db(store.set_lane_state, context.engine, lane.id, "running", "pending"):
-                changed = True
-                await _close_lost_check(context, run_id, lane)
+            # Its check run, if it reported one, holds a result that stands; else there is none.
+            changed |= await db(store.set_lane_state, context.engine, lane.id, "running", "pending")
     if changed:
         await db(store.append_event, context.engine, run_id, "recovered", {"host": host_name()})
     return changed
-
-
-async def _close_lost_check(context: GitHubContext, run_id: int, lane: Lane) -> None:
-    """The lost attempt's check run says so (best effort); the next attempt reports on its own."""
-    run = await db(store.get_run, context.engine, run_id)
-    if lane.check_run_id is None or run is None:
-        return
-    client = context.github.installation_client(run.installation_id, run.repository)
-    report = CheckReport(
-        "neutral",
-        "this attempt was lost when lanebot restarted",
-        f"Lane `{lane.unit_id}` runs again; its next attempt reports on its own check run.",
-    )
-    with contextlib.suppress(Exception):
-        await finish_check(client, run.repository, lane.check_run_id, report)
 
 
 def _held(session: AgentSession, lane_units: dict[int | None, str], held: set[str | None], kinds: set[JobKind]) -> bool:
@@ -585,7 +567,10 @@ class _Progress:
             published = False
         try:
             run = await db(store.get_run, self.context.engine, self.run_id)
-            if run is not None and (self.labelled is None or label_for(run.state) != label_for(self.labelled)):
+            # The label set before this driver started (by /approve, or an earlier life) is known
+            # from the run's row, so the first edit reads the issue's labels only when it moved.
+            shown = self.labelled or (run.labelled_state if run is not None else None)
+            if run is not None and (shown is None or label_for(run.state) != label_for(shown)):
                 await follow_labels(self.context, run.repository, run.issue_number)
                 self.labelled = run.state
         except Exception:

@@ -47,7 +47,7 @@ from bot.core.workflow import Workflow, WorkflowError
 from bot.edges.agents import Agent, AgentConfigError, make_agent
 from bot.edges.git import Credentials, Mirror
 from bot.edges.github.issues import (
-    ensure_labels,
+    ensure_trigger_label,
     get_comment,
     list_comments,
     post_or_update_marked_comment,
@@ -156,14 +156,15 @@ async def plan_run(context: RunnerContext, run_id: int) -> None:
 
 async def _plan(context: RunnerContext, run: Run) -> None:
     assert run.id is not None
-    workflow = await installation_workflow(context.github, run.installation_id, run.repository)
     client = _client(context, run)
-    await ensure_labels(client, run.repository, workflow.trigger.label)
+    mirror, base_sha, tracked = await _default_branch(context, run, client)
+    # At the commit the plan is cut from: what the lanes read again there is not asked for again.
+    workflow = await installation_workflow(context.github, run.installation_id, run.repository, base_sha)
+    await ensure_trigger_label(client, run.repository, workflow.trigger.label)
     await follow_labels(context, run.repository, run.issue_number)
 
     request = await to_thread.run_sync(latest_plan_request, context.engine, run.id, run.requested_by)
-    issue = await read_issue(client, run.repository, run.issue_number)
-    mirror, base_sha, tracked = await _default_branch(context, run, client)
+    issue, listed = await read_issue(client, run.repository, run.issue_number)
     hand_plan = _hand_plan(request, issue)
     if hand_plan is not None:
         shows = _gate_check(context, run, workflow, "hand")
@@ -187,7 +188,7 @@ async def _plan(context: RunnerContext, run: Run) -> None:
         )
     await to_thread.run_sync(runs.append_event, context.engine, run.id, "planned", _outcome_summary(outcome, base_sha))
     if outcome.ok:
-        await _accept(context, run, workflow, outcome, request)
+        await _accept(context, run, workflow, outcome, request, listed)
     else:
         await _fail(context, run, outcome)
 
@@ -273,8 +274,15 @@ def _outcome_summary(outcome: PlanOutcome, base_sha: str) -> dict[str, Any]:
 
 
 async def _accept(
-    context: IssueContext, run: Run, workflow: Workflow, outcome: PlanOutcome, request: PlanRequest
+    context: IssueContext,
+    run: Run,
+    workflow: Workflow,
+    outcome: PlanOutcome,
+    request: PlanRequest,
+    listed: list[dict[str, Any]],
 ) -> None:
+    """Store the plan and put up its gate. `listed`, the issue's comments read before planning,
+    holds any gate an earlier life of this step posted, so the gate is not looked for again."""
     run_id, units_jsonl = run.id, outcome.units_jsonl
     assert run_id is not None and units_jsonl is not None
     plan = await to_thread.run_sync(
@@ -293,11 +301,17 @@ async def _accept(
             {"revision": plan.revision, "why": "the run left planning while the plan was made"},
         )
         return
-    await publish_gate(context, run_id, workflow=workflow)
+    await publish_gate(context, run_id, workflow=workflow, listed=listed)
     await follow_labels(context, run.repository, run.issue_number)
 
 
-async def publish_gate(context: GitHubContext, run_id: int, *, workflow: Workflow | None = None) -> None:
+async def publish_gate(
+    context: GitHubContext,
+    run_id: int,
+    *,
+    workflow: Workflow | None = None,
+    listed: list[dict[str, Any]] | None = None,
+) -> None:
     """Post (or bring up to date) the gate comment of the run's latest plan revision, and mark the
     previous revision's gate comment superseded. Idempotent: comments are found by their marker."""
     run = await to_thread.run_sync(runs.get_run, context.engine, run_id)
@@ -316,7 +330,7 @@ async def publish_gate(context: GitHubContext, run_id: int, *, workflow: Workflo
         await _withdraw_gate(context, run, plan.revision, str(too_large))
         return
     gate = await post_or_update_marked_comment(
-        client, run.repository, run.issue_number, body, marker=marker("gate", run.id, rev=plan.revision)
+        client, run.repository, run.issue_number, body, marker=marker("gate", run.id, rev=plan.revision), listed=listed
     )
     previous = run.gate_comment_id
     if previous is not None and previous != gate["id"]:
@@ -455,20 +469,23 @@ def _render_setup_failure(run_id: int, why: str, problems: Sequence[str], advice
 # --------------------------------------------------------------------------- issue text and labels
 
 
-async def read_issue(client: GitHubAPI, repository: str, issue_number: int) -> IssueText:
-    """The issue's title, body and comments as the planner sees them (lanebot's own left out)."""
+async def read_issue(client: GitHubAPI, repository: str, issue_number: int) -> tuple[IssueText, list[dict[str, Any]]]:
+    """The issue's title, body and comments as the planner sees them (lanebot's own left out), and
+    every comment as GitHub listed it (where lanebot's own are looked for by marker)."""
     owner, name = split_repository(repository)
     issue = await client.getitem(
         "/repos/{owner}/{repo}/issues/{issue_number}", {"owner": owner, "repo": name, "issue_number": issue_number}
     )
+    listed = await list_comments(client, repository, issue_number)
     comments = [
         CommentText(author=(comment.get("user") or {}).get("login", ""), body=comment.get("body") or "")
-        for comment in await list_comments(client, repository, issue_number)
+        for comment in listed
         if not is_lanebot_comment(comment)
     ]
-    return IssueText(
+    text = IssueText(
         number=issue_number, title=issue.get("title") or "", body=issue.get("body") or "", comments=tuple(comments)
     )
+    return text, listed
 
 
 def is_lanebot_comment(comment: dict[str, Any]) -> bool:
@@ -489,9 +506,12 @@ async def follow_labels(context: IssueContext, repository: str, issue_number: in
     )
     async with lock:
         run = await to_thread.run_sync(issue_run, context.engine, repository, issue_number)
-        if run is None:
+        if run is None or run.id is None:
             return
         await set_state_label(_client(context, run), repository, issue_number, run.state)
+        if run.labelled_state != run.state:
+            run_id, state = run.id, run.state
+            await to_thread.run_sync(lambda: runs.update_run(context.engine, run_id, labelled_state=state))
 
 
 def _client(context: GitHubContext, run: Run) -> GitHubAPI:

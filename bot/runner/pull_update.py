@@ -55,7 +55,7 @@ async def offer_update(context: RuntimeContext, run_id: int, pr_number: int) -> 
         await asyncio.sleep(wait)
         pull = await get_pull(rt.client, rt.run.repository, pr_number)
         known = mergeability(pull)
-        if known is not Mergeability.UNKNOWN:
+        if known is not Mergeability.UNKNOWN or pull.get("state") != "open":  # a closed one never says
             break
     if known is Mergeability.CONFLICTING:
         head = str(pull["head"]["sha"])

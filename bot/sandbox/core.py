@@ -56,6 +56,7 @@ from bot.sandbox.webhooks import WebhookSender
 
 T = TypeVar("T")
 DEFAULT_EVENTS = (
+    "push",
     "issues",
     "issue_comment",
     "pull_request",
@@ -561,8 +562,13 @@ class Sandbox:
     async def pushed(
         self, repository: Repository, before: dict[str, str], after: dict[str, str], pusher: Account
     ) -> None:
-        """After a push: move open pull requests' heads and tell the App (pull_request.synchronize)."""
+        """After a push: tell the App of each branch and tag it moved (`push`), then move open pull
+        requests' heads and tell the App of those (pull_request.synchronize)."""
         self.state.touch(repository, pushed=True)
+        for ref in sorted(before.keys() | after.keys()):
+            if before.get(ref) != after.get(ref) and ref.startswith(("refs/heads/", "refs/tags/")):
+                update = await self._ref_update(repository, ref, before, after)
+                self.emit(events.push_event(self.renderer, repository, update, pusher))
         for ref, new_sha in after.items():
             old_sha = before.get(ref)
             if old_sha == new_sha or not ref.startswith("refs/heads/"):
@@ -581,6 +587,35 @@ class Sandbox:
                         self.renderer, "synchronize", repository, pull, pusher, before=previous, after=new_sha
                     )
                 )
+
+    async def _ref_update(
+        self, repository: Repository, ref: str, before: dict[str, str], after: dict[str, str]
+    ) -> events.RefUpdate:
+        """What a push did to `ref`, from every ref's commit before and after it."""
+        old, new = before.get(ref), after.get(ref)
+        if new is None:
+            return events.RefUpdate(ref, old, None)
+        owner, name = repository.owner.login, repository.name
+        commits = await self.in_thread(
+            self.git.pushed_commits, owner, name, old, new, list(before.values()), limit=events.PUSH_COMMITS_SHOWN
+        )
+        head = next((commit for commit in commits if commit["id"] == new), None)
+        if head is None:  # a ref made at, or moved back to, a commit the repository held
+            head = {**await self.in_thread(self.git.commit_details, owner, name, new), "distinct": False}
+        forced = old is not None and not await self.in_thread(self.git.is_ancestor, owner, name, old, new)
+        base_ref = None
+        if old is None:
+            made_at = [other for other, sha in after.items() if other != ref and sha == new]
+            base_ref = min((other for other in made_at if other.startswith("refs/heads/")), default=None)
+        return events.RefUpdate(ref, old, new, forced, base_ref, tuple(commits), head)
+
+    def ref_deleted(self, repository: Repository, ref: str, held: str, actor: Account) -> None:
+        """After a branch or tag is deleted through the API: `push` (deleted), and for a branch, GitHub
+        closes the open pull requests from or into it."""
+        self.state.touch(repository, pushed=True)
+        self.emit(events.push_event(self.renderer, repository, events.RefUpdate(ref, held, None), actor))
+        if ref.startswith("refs/heads/"):
+            self.branch_deleted(repository, ref.removeprefix("refs/heads/"), actor)
 
     async def merge_pull(self, repository: Repository, pull: Issue, actor: Account) -> str:
         """Merge an open pull request as GitHub's "Create a merge commit" button does: a merge commit

@@ -4,15 +4,16 @@ Pure: each builder renders the records as they are at the moment of the event (t
 snapshot, as GitHub's are). Repository events carry `repository`, `sender`, `installation:
 {id, node_id}` and, for a repository owned by an organization, `organization`; installation
 events carry the whole installation instead. `EMITTED` lists every (event, action) pair
-the sandbox sends; the fidelity tests compare each with GitHub's example.
+the sandbox sends (`push` has no action: None); the fidelity tests compare each with GitHub's example.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from bot.sandbox.shapes import Json, Renderer
+from bot.sandbox.shapes import Json, Renderer, noreply_email
 from bot.sandbox.state import (
     FOLDED_PERMISSION,
     Account,
@@ -27,7 +28,7 @@ from bot.sandbox.state import (
     ReviewComment,
 )
 
-EMITTED: tuple[tuple[str, str], ...] = (
+EMITTED: tuple[tuple[str, str | None], ...] = (
     ("installation", "created"),
     ("installation_repositories", "added"),
     ("issues", "opened"),
@@ -55,7 +56,11 @@ EMITTED: tuple[tuple[str, str], ...] = (
     ("member", "added"),
     ("member", "edited"),
     ("member", "removed"),
+    ("push", None),
 )
+PUSH_COMMITS_SHOWN = 20  # the most GitHub long documented (2048 today): the newest, listed oldest first
+NO_COMMIT = "0" * 40
+_NOREPLY = re.compile(r"^[0-9]+\+(?P<login>[^@]+)@users\.noreply\.github\.com$")
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,7 @@ class Event:
     """One webhook event: its name (X-GitHub-Event), action, payload and what the delivery list shows."""
 
     name: str
-    action: str
+    action: str | None
     payload: Json
     installation_id: int
     repository_id: int
@@ -237,3 +242,82 @@ def check_suite_event(
     says whose suite it is, `pull_requests` the open pull requests whose head it is."""
     body: Json = {"check_suite": renderer.check_suite(repository, suite, head_commit=head_commit)}
     return _envelope(renderer, "check_suite", action, body, repository, sender)
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    """One ref a push moved: what it held before and after (None: it did not exist), whether the
+    move was not a fast-forward, the ref whose tip it was made at, and the commits it brought."""
+
+    ref: str
+    before: str | None
+    after: str | None
+    forced: bool = False
+    base_ref: str | None = None
+    commits: tuple[Json, ...] = ()  # as GitStore.pushed_commits gives them
+    head: Json | None = None  # the new tip, as GitStore.commit_details gives it (with `distinct`)
+
+
+def _git_person(person: Json) -> Json:
+    """A commit's author or committer: `username` when the address is an account's (its noreply
+    address, or GitHub's own for what it commits, `web-flow`)."""
+    shown = {"name": person["name"], "email": person["email"]}
+    found = _NOREPLY.match(person["email"])
+    if found is not None:
+        shown["username"] = found["login"]
+    elif person["email"] == "noreply@github.com":
+        shown["username"] = "web-flow"
+    return shown
+
+
+def _push_commit(html: str, commit: Json) -> Json:
+    return {
+        "id": commit["id"],
+        "tree_id": commit["tree_id"],
+        "distinct": commit["distinct"],
+        "message": commit["message"],
+        "timestamp": commit["timestamp"],
+        "url": f"{html}/commit/{commit['id']}",
+        "author": _git_person(commit["author"]),
+        "committer": _git_person(commit["committer"]),
+        "added": list(commit["added"]),
+        "removed": list(commit["removed"]),
+        "modified": list(commit["modified"]),
+    }
+
+
+def _compare(html: str, update: RefUpdate) -> str:
+    """The page GitHub links for the push: the two tips compared, the one commit of a new ref, or
+    the new ref itself (GitHub compares it with the default branch)."""
+    before, after = update.before or NO_COMMIT, update.after or NO_COMMIT
+    if update.before is not None:
+        return f"{html}/compare/{before[:12]}...{after[:12]}"
+    if len(update.commits) == 1:
+        return f"{html}/commit/{after}"
+    return f"{html}/compare/{update.ref.split('/', 2)[-1]}"
+
+
+def push_event(renderer: Renderer, repository: Repository, update: RefUpdate, pusher: Account) -> Event:
+    """push: a branch or tag was created, moved or deleted (git push, a merge, the REST API). There
+    is no action; `pusher` is the account by name and address, `sender` the same account in full."""
+    shown = renderer.push_repository(repository)
+    html = shown["html_url"]
+    payload: Json = {
+        "ref": update.ref,
+        "before": update.before or NO_COMMIT,
+        "after": update.after or NO_COMMIT,
+        "created": update.before is None,
+        "deleted": update.after is None,
+        "forced": update.forced,
+        "base_ref": update.base_ref,
+        "compare": _compare(html, update),
+        "commits": [_push_commit(html, commit) for commit in update.commits],
+        "head_commit": _push_commit(html, update.head) if update.head is not None else None,
+        "repository": shown,
+    }
+    if repository.owner.type == "Organization":
+        payload["organization"] = renderer.organization(repository.owner)
+    payload["pusher"] = {"name": pusher.login, "email": noreply_email(pusher)}
+    payload["sender"] = renderer.user(pusher)
+    payload["installation"] = renderer.installation_reference(repository.installation_id)
+    return Event("push", None, payload, repository.installation_id, repository.id)

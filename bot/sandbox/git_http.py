@@ -12,7 +12,8 @@ credentials cannot see: 404 "Repository not found.".
 Request and response bodies are streamed through the CGI process; gzip-encoded request bodies
 (git sends them for large fetch negotiations) are inflated by http-backend itself, told by
 HTTP_CONTENT_ENCODING. After a push, before its answer ends, the branch tips are compared with
-those before it and the sandbox is told which moved (pull requests follow their head branch).
+those before it and the sandbox is told which moved (the App gets `push` for each, pull requests
+follow their head branch).
 """
 
 from __future__ import annotations

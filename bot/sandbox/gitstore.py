@@ -28,6 +28,9 @@ _COMMIT_ENVIRONMENT = {
 EMPTY_SHA = "0" * 40
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 Side = str  # "LEFT" (the base's lines) or "RIGHT" (the head's)
+# One commit of `git log`: an RS before each commit, a US after each field (control characters that
+# commit messages do not hold in practice).
+_LOG_FORMAT = "%x1e" + "%x1f".join(("%H", "%T", "%an", "%ae", "%cn", "%ce", "%cI", "%B")) + "%x1f"
 
 
 class GitError(Exception):
@@ -324,6 +327,62 @@ class GitStore:
             "author": {"name": author, "email": author_email},
             "committer": {"name": committer, "email": committer_email},
         }
+
+    def pushed_commits(
+        self, owner: str, name: str, old: str | None, new: str, tips: list[str], *, limit: int
+    ) -> list[dict[str, Any]]:
+        """The commits a push of `new` onto a ref that held `old` (None: the push created it) brought,
+        as a `push` webhook lists them: oldest first, the newest `limit` of them, each `distinct` when
+        no ref held it before the push (`tips`: every ref's commit then). A new ref brings only what no
+        ref held, so a branch made at an existing commit brings none."""
+        repository = self.path(owner, name)
+        exclude = [f"^{tip}" for tip in sorted(set(tips))]
+        fresh = set(self._run(repository, "rev-list", new, *exclude, "--").stdout.decode().split())
+        listed = self._log(repository, "-n", str(limit), new, *(exclude if old is None else [f"^{old}"]))
+        return [{**commit, "distinct": commit["id"] in fresh} for commit in listed]
+
+    def commit_details(self, owner: str, name: str, sha: str) -> dict[str, Any]:
+        """One commit as `pushed_commits` shows it, without `distinct`."""
+        [commit] = self._log(self.path(owner, name), "-n", "1", sha)
+        return commit
+
+    def _log(self, repository: Path, *revisions: str) -> list[dict[str, Any]]:
+        """Commits oldest first: id, tree, message, when, who, and the paths added, removed and
+        modified against the first parent (a merge's too, as GitHub lists them)."""
+        output = self._run(
+            repository,
+            "-c",
+            "core.quotepath=false",
+            "log",
+            "--reverse",
+            "--no-renames",
+            "--diff-merges=first-parent",
+            "--name-status",
+            f"--format={_LOG_FORMAT}",
+            *revisions,
+            "--",
+        ).stdout.decode(errors="replace")
+        commits = []
+        for record in output.split("\x1e")[1:]:
+            commit, tree, author, author_email, committer, committer_email, when, rest = record.split("\x1f", 7)
+            message, _, changes = rest.rpartition("\x1f")
+            paths: dict[str, list[str]] = {"added": [], "removed": [], "modified": []}
+            for line in changes.splitlines():
+                status, _, path = line.partition("\t")
+                if path:
+                    paths[{"A": "added", "D": "removed"}.get(status[:1], "modified")].append(path)
+            commits.append(
+                {
+                    "id": commit,
+                    "tree_id": tree,
+                    "message": message.strip(),
+                    "timestamp": when,
+                    "author": {"name": author, "email": author_email},
+                    "committer": {"name": committer, "email": committer_email},
+                    **paths,
+                }
+            )
+        return commits
 
     def commits_between(self, owner: str, name: str, base: str, head: str) -> int:
         output = self._run(self.path(owner, name), "rev-list", "--count", f"{base}..{head}").stdout.decode()

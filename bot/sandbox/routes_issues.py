@@ -243,6 +243,30 @@ async def get_label(request: Request) -> Response:
     return json_response(sandbox.renderer.label(repo, label))
 
 
+async def update_label(request: Request) -> Response:
+    sandbox, _, repo = repository(request, "issues", "write")
+    label = repo.label(request.path_params["name"])
+    if label is None:
+        raise not_found(docs_url(request))
+    body = await read_json(request)
+    color = _text(request, body, "color", required=False)
+    if color is not None and not _COLOR.match(color):
+        raise validation_failed(docs_url(request), {"resource": "Label", "code": "invalid", "field": "color"})
+    try:
+        sandbox.state.update_label(
+            repo,
+            label,
+            new_name=_text(request, body, "new_name", required=False),
+            color=color,
+            description=_text(request, body, "description", required=False),
+        )
+    except LabelExists:
+        raise validation_failed(
+            docs_url(request), {"resource": "Label", "code": "already_exists", "field": "name"}
+        ) from None
+    return json_response(sandbox.renderer.label(repo, label))
+
+
 async def list_issue_labels(request: Request) -> Response:
     sandbox, _, repo = repository(request, "issues", "read")
     page, headers = paginate(request, _issue(request, repo).labels)
@@ -334,4 +358,5 @@ ROUTES = (
     RestRoute("GET", f"{_REPO}/labels", list_labels, f"{ISSUES}/labels#list-labels-for-a-repository"),
     RestRoute("POST", f"{_REPO}/labels", create_label, f"{ISSUES}/labels#create-a-label"),
     RestRoute("GET", f"{_REPO}/labels/{{name:path}}", get_label, f"{ISSUES}/labels#get-a-label"),
+    RestRoute("PATCH", f"{_REPO}/labels/{{name:path}}", update_label, f"{ISSUES}/labels#update-a-label"),
 )

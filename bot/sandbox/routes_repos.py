@@ -83,9 +83,7 @@ async def delete_reference(request: Request) -> Response:
         held = await sandbox.in_thread(sandbox.git.delete_ref, repo.owner.login, repo.name, f"refs/{ref}")
     if held is None:
         raise GitHubError(422, "Reference does not exist", documentation_url=docs_url(request))
-    sandbox.state.touch(repo, pushed=True)
-    if kind == "heads":
-        sandbox.branch_deleted(repo, short, sandbox.bot)
+    sandbox.ref_deleted(repo, f"refs/{ref}", held, sandbox.bot)
     return empty_response()
 
 

@@ -79,6 +79,11 @@ def timestamp(moment: datetime | None) -> str | None:
     return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def noreply_email(account: Account) -> str:
+    """The address GitHub gives an account that keeps its own private: `<id>+<login>@users.noreply.github.com`."""
+    return f"{account.id}+{account.login}@users.noreply.github.com"
+
+
 def author_association(role: str | None, repository: Repository, account: Account) -> str:
     """GitHub's author_association of the account on this repository."""
     if repository.owner.id == account.id:
@@ -291,6 +296,24 @@ class Renderer:
             if repository.owner.type == "Organization":
                 shape["organization"] = self.user(repository.owner)
         return shape
+
+    def push_repository(self, repository: Repository) -> Json:
+        """The repository as a `push` webhook shows it, GitHub's older shape: `url` is the web page,
+        `created_at` and `pushed_at` are Unix seconds, the owner has a `name` and `email`, and
+        `stargazers` and `master_branch` repeat `stargazers_count` and `default_branch`."""
+        shown = self.repository(repository)
+        owner = repository.owner
+        email = None if owner.type == "Organization" else noreply_email(owner)
+        shown["owner"] = {"name": owner.login, "email": email, **shown["owner"]}
+        shown["url"] = shown["html_url"]
+        shown["created_at"] = int(repository.created_at.timestamp())
+        shown["pushed_at"] = int(repository.pushed_at.timestamp())
+        ordered: Json = {}
+        for key, value in shown.items():
+            ordered[key] = value
+            if key == "default_branch":
+                ordered.update({"stargazers": shown["stargazers_count"], "master_branch": value})
+        return ordered
 
     # labels, reactions, issues, comments
 

@@ -840,6 +840,24 @@ class SandboxState:
             repository.labels[name.lower()] = label
             return label
 
+    def update_label(
+        self, repository: Repository, label: Label, *, new_name: str | None, color: str | None, description: str | None
+    ) -> Label:
+        """Rename or restyle a label; issues that hold it hold the changed label."""
+        with self.lock:
+            if new_name is not None and new_name.lower() != label.name.lower():
+                if repository.label(new_name) is not None:
+                    raise LabelExists(new_name)
+                del repository.labels[label.name.lower()]
+                repository.labels[new_name.lower()] = label
+            if new_name is not None:
+                label.name = new_name
+            if color is not None:
+                label.color = color.lstrip("#").lower()
+            if description is not None:
+                label.description = description
+            return label
+
     def add_labels(self, repository: Repository, issue: Issue, names: list[str]) -> list[Label]:
         """Put labels on the issue, creating unknown ones as GitHub does; returns those newly added."""
         with self.lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.base_moves import Mergeability, mergeability
+from bot.core.base_moves import Mergeability, mergeability, moves_default_branch
 from bot.core.bisect import Merge, Suspect, Verdict
 from bot.core.names import base_update_message, merge_message, parse_base_update_message
 from bot.render.base_update import conflicting_comment, update_report
@@ -71,3 +71,16 @@ def test_the_update_report_says_what_was_done_what_verify_said_and_what_was_push
         to="@ann: ", done="merging main conflicted in a.txt", pushed=None, verify=None, verify_passed=None, problems=()
     )
     assert "Nothing was pushed." in refused and "Verify" not in refused
+
+
+def test_a_push_moves_the_default_branch_only_when_it_moved_that_branch_to_a_commit():
+    def push(ref: str, *, deleted: bool = False, default: str = "main") -> dict:
+        return {"ref": ref, "deleted": deleted, "repository": {"default_branch": default}}
+
+    assert moves_default_branch(push("refs/heads/main"))
+    assert moves_default_branch(push("refs/heads/trunk", default="trunk"))
+    assert not moves_default_branch(push("refs/heads/main", deleted=True))
+    assert not moves_default_branch(push("refs/heads/lanebot/7"))
+    assert not moves_default_branch(push("refs/tags/main"))
+    assert not moves_default_branch(push("refs/heads/main", default=""))
+    assert not moves_default_branch({"ref": "refs/heads/main"})

@@ -15,7 +15,7 @@ from bot.core.labels import (
     is_state_label,
     label_changes,
     label_for,
-    missing_labels,
+    restyle,
     trigger_label,
 )
 from bot.core.lifecycle import RunState
@@ -116,15 +116,13 @@ def test_the_trigger_label_is_configurable_but_cannot_be_a_state_label():
         trigger_label("lanebot:running")
 
 
-def test_missing_labels_lists_what_the_repository_lacks_ignoring_case():
-    missing = missing_labels(["bug", "LANEBOT", "lanebot:planning", "Lanebot:Done"])
-    assert [spec.name for spec in missing] == [
-        "lanebot:awaiting-approval",
-        "lanebot:running",
-        "lanebot:blocked",
-        "lanebot:failed",
-    ]
-    assert missing_labels([*STATE_NAMES, "lanebot"]) == ()
+def test_only_a_state_label_as_github_makes_it_grey_and_bare_is_given_lanebots_look():
+    made = {"name": "LANEBOT:Running", "color": "EDEDED", "description": None}
+    assert restyle(made) == label_for("running")
+    assert restyle({**made, "description": "a person wrote this"}) is None
+    assert restyle({**made, "color": "ff0000"}) is None
+    assert restyle({"name": "lanebot", "color": "ededed", "description": None}) is None  # the trigger
+    assert restyle({"name": "bug", "color": "ededed", "description": None}) is None
 
 
 # State labels in any case, the trigger label, a look-alike, and anything at all.

@@ -7,7 +7,8 @@ lanebot stored, into a `Tally`:
 - pull requests per issue (each run must end in exactly one),
 - duplicate comments: two of lanebot's comments with the same hidden marker (`<!-- lanebot:... -->`),
 - duplicate labels: a label twice on an issue, or more than one `lanebot:` state label at the end,
-- duplicate check runs: two check runs with the same name, head and `external_id`,
+- duplicate check runs: two of a lane's check runs with the same name, head and `external_id`
+  (a lane reports one per commit), two successful verify check runs so, or one left open at the end,
 - lanes merged more than once: a `Merge lane '<unit>' of #<n>` subject twice on the integration branch,
 - deliveries lost: a delivery GitHub sent that lanebot answered 2xx but did not store, or stored and
   never processed, or one GitHub shows as failed that lanebot never stored; counted as they stand,
@@ -104,7 +105,7 @@ class Observation:
     duplicate_labels: int = 0
     duplicate_check_runs: int = 0
     merged_twice: int = 0
-    retried_checks: int = 0  # lane attempts retried, each on a new check run
+    retried_checks: int = 0  # verify run again on the same commit, each time on a new check run
     notes: list[str] = field(default_factory=list)
 
 
@@ -270,10 +271,15 @@ def observe(stack: Stack, repo: str, number: int) -> Observation:
         if "run=" in (check["external_id"] or ""):
             groups.setdefault((check["name"], check["head_sha"], check["external_id"]), []).append(check)
     for (name, head, _), runs in groups.items():
-        # A retried attempt reports on a new check run (GitHub never reopens one): not a duplicate.
-        # Two successes for one lane and head, or a check run left open at the end, are.
-        extra = max(sum(1 for c in runs if c["conclusion"] == "success") - 1, 0)
-        extra += sum(1 for c in runs if c["status"] != "completed")
+        # A lane's attempt that ends on a commit an earlier one reported on completes that check run
+        # again. verify run again on a commit starts a new one (GitHub never reopens one): not a
+        # duplicate, but two successes are. A check run left open at the end is one too many.
+        done = [c for c in runs if c["status"] == "completed"]
+        extra = len(runs) - len(done)
+        if name == "lanebot / verify":
+            extra += max(sum(1 for c in done if c["conclusion"] == "success") - 1, 0)
+        else:
+            extra += max(len(done) - 1, 0)
         if extra:
             out.duplicate_check_runs += extra
             states = [(c["status"], c["conclusion"]) for c in runs]
@@ -285,6 +291,19 @@ def observe(stack: Stack, repo: str, number: int) -> Observation:
             out.merged_twice += 1
             out.notes.append(f"{repo}: {subject!r} {count} times")
     return out
+
+
+def lane_reports(stack: Stack, repo: str) -> list[dict[str, Any]]:
+    """The lanes' check runs: each made when its attempt ended, completed with its result."""
+    return [c for c in stack.repository(repo)["check_runs"] if "unit=" in (c["external_id"] or "")]
+
+
+def lane_running(stack: Stack, repo: str, number: int) -> bool:
+    """Whether the run's progress comment shows a lane running (bot.render.progress)."""
+    return any(
+        c["body"].startswith("<!-- lanebot:progress") and ": running · round " in c["body"]
+        for c in app_comments(stack, repo, number)
+    )
 
 
 def merge_commits(stack: Stack, repo: str, number: int) -> list[str]:
@@ -351,7 +370,7 @@ def finish(tally: Tally, stack: Stack, repos: list[tuple[str, int]], started: fl
     if failed:
         tally.notes.append(f"{len(failed)} deliveries stored as failed by the dispatcher")
     if tally.retried_checks:
-        tally.notes.append(f"{tally.retried_checks} lane attempt(s) retried, each on a new check run")
+        tally.notes.append(f"verify run again {tally.retried_checks} time(s) on a commit, each on a new check run")
     tally.seconds += time.monotonic() - started
     return tally
 
@@ -467,11 +486,20 @@ def killed_run(stack: Stack, repo: str, point: str, rng: random.Random, killed: 
         killed.append(f"{what} + {delay:.2f} s")
         stack.start_lanebot()
 
+    def held(path: str) -> bool:
+        """Whether the sandbox holds (or held) a request to `path` of this repository (a delay fault)."""
+        assert stack.human is not None
+        fired = stack.human.faults()["fired"]
+        return any(f["fault"]["delay"] and re.fullmatch(path, f["path"]) for f in fired)
+
     number = open_labelled_issue(stack, repo)
     if point == "planning":
+        # From the request log, not the issue's labels: a hand-written plan is planned in a moment,
+        # and the planning label can come and go between two polls of the issue.
+        planning = f"POST /repos/{repo}/issues/{number}/labels "
         kill_when(
-            "lanebot:planning",
-            lambda: "lanebot:planning" in issue(stack, repo, number)["labels"],
+            "lanebot:planning asked for",
+            lambda: any(line.startswith(planning) for line in stack.api_requests()),
             delay=rng.uniform(0, 0.3),
         )
     wait_for_gate(stack, repo, number)
@@ -482,10 +510,9 @@ def killed_run(stack: Stack, repo: str, point: str, rng: random.Random, killed: 
     approve(stack, repo, number)
     branch_has = lambda prefix: any(s.startswith(prefix) for s in merge_commits(stack, repo, number))  # noqa: E731
     if point == "lanes":
+        # While the other lanes run, or between the lane's report and the lane's state being recorded.
         kill_when(
-            "a lane's check run in progress",
-            lambda: any(c["status"] == "in_progress" for c in stack.repository(repo)["check_runs"]),
-            delay=rng.uniform(0, 1.0),
+            "the first lane's result reported", lambda: bool(lane_reports(stack, repo)), delay=rng.uniform(0, 1.0)
         )
     elif point == "merge":
         kill_when("the first merge pushed", lambda: branch_has("Merge lane "), delay=rng.uniform(0, 0.5))
@@ -498,11 +525,7 @@ def killed_run(stack: Stack, repo: str, point: str, rng: random.Random, killed: 
     elif point == "pull request":
         # Between the pull request's creation and the issue's `lanebot:done` label: the sandbox holds
         # the label's request (a delay fault), so the kill lands there every time.
-        kill_when(
-            "the pull request, its done label held",
-            lambda: any(f["fault"]["delay"] for f in stack.human.faults()["fired"]),  # type: ignore[union-attr]
-            delay=rng.uniform(0, 0.5),
-        )
+        kill_when("the pull request, its done label held", lambda: held(path), delay=rng.uniform(0, 0.5))
     wait_for_done(stack, repo, number)
     return number
 
@@ -708,10 +731,7 @@ def disk_full(root: Path, *, size_mb: int = 64) -> Tally:
 
             def fill(number: int) -> None:
                 stack.wait_for(
-                    "a lane's check run in progress",
-                    lambda: any(c["status"] == "in_progress" for c in stack.repository(repo)["check_runs"]),
-                    timeout=STEP_TIMEOUT,
-                    poll=0.05,
+                    "a lane running", lambda: lane_running(stack, repo, number), timeout=STEP_TIMEOUT, poll=0.05
                 )
                 subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M"], capture_output=True, check=False)
                 tally.faults += 1

@@ -21,9 +21,9 @@ from bot.demo.stack import Stack
 
 pytestmark = pytest.mark.slow
 
-READS = 15
-NOT_MODIFIED = 6
-WRITES = 29  # besides the progress comment's edits
+READS = 16
+NOT_MODIFIED = 3
+WRITES = 19  # besides the progress comment's edits
 WRITE_METHODS = ("POST", "PATCH", "PUT", "DELETE")
 SETTLE_TIMEOUT_S = 60.0
 
@@ -33,8 +33,13 @@ PURPOSES = [
     ("POST", r"/app/installations/\d+/access_tokens", "an installation token for the repository"),
     ("GET", r"/repos/[^/]+/[^/]+/contents/\.github/lanebot\.yml", "the repository's workflow file"),
     ("GET", r"/repos/[^/]+/[^/]+/collaborators/[^/]+/permission", "may the commenter command lanebot"),
-    ("GET", r"/repos/[^/]+/[^/]+/labels", "the repository's labels"),
-    ("POST", r"/repos/[^/]+/[^/]+/labels", "create one of lanebot's labels (once per repository)"),
+    ("GET", r"/repos/[^/]+/[^/]+/labels/[^/]+", "the trigger label (is it there)"),
+    ("POST", r"/repos/[^/]+/[^/]+/labels", "create the trigger label (once per repository)"),
+    (
+        "PATCH",
+        r"/repos/[^/]+/[^/]+/labels/[^/]+",
+        "a state label GitHub just made, given its colour (once per repository)",
+    ),
     ("GET", r"/repos/[^/]+/[^/]+/issues/\d+/labels", "the issue's labels, before its state label changes"),
     ("POST", r"/repos/[^/]+/[^/]+/issues/\d+/labels", "add the state label"),
     ("PUT", r"/repos/[^/]+/[^/]+/issues/\d+/labels", "swap the state label"),
@@ -47,8 +52,8 @@ PURPOSES = [
     ("GET", r"/app", "the App (its bot's login)"),
     ("GET", r"/users/[^/]+", "the App's bot user (the commits' author)"),
     ("GET", r"/repos/[^/]+/[^/]+/commits/[^/]+/check-runs", "a commit's check runs (a lookup)"),
-    ("POST", r"/repos/[^/]+/[^/]+/check-runs", "a check run"),
-    ("PATCH", r"/repos/[^/]+/[^/]+/check-runs/\d+", "a check run completed"),
+    ("POST", r"/repos/[^/]+/[^/]+/check-runs", "a check run (a lane's, made completed; verify's)"),
+    ("PATCH", r"/repos/[^/]+/[^/]+/check-runs/\d+", "verify's check run completed"),
     ("GET", r"/repos/[^/]+/[^/]+/pulls", "an open pull request of the branch"),
     ("POST", r"/repos/[^/]+/[^/]+/pulls", "the pull request"),
 ]

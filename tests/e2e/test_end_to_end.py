@@ -59,6 +59,10 @@ def comments(stack: Stack, number: int) -> list[dict]:
     return stack.issue(REPO, number)["comments"]
 
 
+# A lane's line in the progress comment while its first attempt runs (bot.render.progress).
+LANE_RUNNING = ": running · round 1 · "
+
+
 def wait_for_comment(stack: Stack, number: int, start: str, *, contains: str = "") -> dict:
     def probe():
         return next(
@@ -131,6 +135,12 @@ def test_an_approved_plan_becomes_one_pull_request(stack):
         run["name"]: run["conclusion"] for run in stack.repository(REPO)["check_runs"] if run["conclusion"] == "success"
     }
     assert set(finished) == {f"lanebot / {unit['id']}" for unit in UNITS} | {"lanebot / verify"}
+    # Each lane reports one check run, its result, on its head: none is left on the base commit.
+    heads = stack.repository(REPO)["branches"]
+    lane_checks = [run for run in stack.repository(REPO)["check_runs"] if run["name"] != "lanebot / verify"]
+    assert sorted((run["name"], run["head_sha"]) for run in lane_checks) == sorted(
+        (f"lanebot / {unit['id']}", heads[f"lanebot-lanes/{number}/{unit['id']}"]) for unit in UNITS
+    )
     wait_for_label(stack, number, "lanebot:done")
     assert state_labels(stack, number) == ["lanebot:done"]
     approve = next(c for c in comments(stack, number) if c["body"] == "/approve")
@@ -189,11 +199,7 @@ def test_cancel_in_the_middle_stops_the_run(stack):
     number = open_and_label(stack, plan_body(units), cfg=config(max_retries=0))
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
     wait_for_label(stack, number, "lanebot:running")
-    stack.wait_for(
-        "the slow lane's check run in progress",
-        lambda: any(r["status"] == "in_progress" for r in stack.repository(REPO)["check_runs"]),
-        timeout=STEP_TIMEOUT,
-    )
+    wait_for_comment(stack, number, "<!-- lanebot:progress", contains=LANE_RUNNING)  # its `sleep 60` check
     stack.human.comment(REPO, number, login=MAINTAINER, body="/cancel")
     stack.wait_for(
         "no state label (cancelled)",
@@ -231,11 +237,7 @@ def test_lanebot_killed_while_lanes_run_finishes_after_a_restart(stack):
     units = [dict(unit, check=f"sleep 3 && {unit['check']}") for unit in UNITS]
     number = open_and_label(stack, plan_body(units), cfg=repository_config("recipe"))
     stack.human.comment(REPO, number, login=MAINTAINER, body="/approve")
-    stack.wait_for(
-        "a lane's check in progress",
-        lambda: any(r["status"] == "in_progress" for r in stack.repository(REPO)["check_runs"]),
-        timeout=STEP_TIMEOUT,
-    )
+    wait_for_comment(stack, number, "<!-- lanebot:progress", contains=LANE_RUNNING)
     stack.kill_lanebot()
     stack.start_lanebot()
 

@@ -46,9 +46,10 @@ def test_server_errors_on_requests_lanebot_may_repeat_and_rate_limits_on_all_lea
 
 
 # A 5xx on a POST that creates something: GitHub may or may not have made it. lanebot looks, and
-# asks again only for what is not there (a label's repeat is a harmless 422 `already_exists`).
+# asks again only for what is not there. (A run started by its label creates no label: the state
+# labels are made as the issue gets them, and restyled with a PATCH, which is repeated.)
 CREATING_POSTS = {
-    "repository-label": r"/repos/[^/]+/[^/]+/labels",
+    "issue-label": r"/repos/[^/]+/[^/]+/issues/\d+/labels",
     "gate-comment": r"/repos/[^/]+/[^/]+/issues/\d+/comments",
     "pull-request": r"/repos/[^/]+/[^/]+/pulls",
     "check-run": r"/repos/[^/]+/[^/]+/check-runs",

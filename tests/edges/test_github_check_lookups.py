@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.core.checks import RETRY_LANE, CheckReport
-from bot.edges.github.checks import report_check, start_check
+from bot.edges.github.checks import begin_check, report_check
 from bot.edges.github.client import GitHubApp, InstallationClient
 from bot.edges.settings import Settings
 from tests.sandbox.test_sandbox import APP_ID, BASE, Harness, app_key, harness
@@ -40,19 +40,20 @@ def served(h: Harness, method: str, path: str) -> int:
 
 
 async def start(client: InstallationClient, sha: str, *, look_first: bool) -> int:
-    return await start_check(
+    started = await begin_check(
         client,
         REPO,
-        name="lanebot / notes",
+        name="lanebot / verify",
         head_sha=sha,
-        external="run-1/notes",
-        title="attempt is running",
-        summary="The lane's check run.",
+        external="run-1",
+        title="verify is running",
+        summary="The integrate step's check run.",
         look_first=look_first,
     )
+    return started.id
 
 
-async def test_a_first_attempt_creates_its_check_run_without_looking_and_a_later_one_finds_it(
+async def test_a_first_life_of_a_step_starts_its_check_run_without_looking_and_a_later_one_finds_it(
     tmp_path: Path, project: Path
 ) -> None:
     async with harness(tmp_path, project) as h:
@@ -64,7 +65,7 @@ async def test_a_first_attempt_creates_its_check_run_without_looking_and_a_later
             first = await start(client, sha, look_first=False)
             assert served(h, "GET", LOOKUPS.format(sha=sha)) == 0
 
-            # A crash before the id was stored: the next attempt looks, and takes over the run in progress.
+            # A crash before the id was stored: the step run again looks, and takes over the run in progress.
             again = await start(client, sha, look_first=True)
 
         assert again == first
@@ -101,11 +102,12 @@ async def test_a_report_on_a_new_commit_is_one_request_that_completes_the_check_
         ]
 
 
-async def test_a_report_after_a_restart_completes_the_check_run_an_earlier_life_left_on_that_commit(
+async def test_a_later_attempts_report_completes_the_check_run_an_earlier_one_left_on_that_commit(
     tmp_path: Path, project: Path
 ) -> None:
-    """A lane killed after it reported on its head runs again; its agent may make the very same
-    commit, and GitHub would otherwise show the lane's check twice on it."""
+    """A lane's next attempt (after a failure, or after lanebot was killed once the lane reported)
+    may end on the very commit an earlier one reported on: its start when it commits nothing, or
+    the same commit made again. GitHub would otherwise show the lane's check twice on it."""
     async with harness(tmp_path, project) as h:
         repo = await h.repository(REPO)
         sha = main_sha(h)

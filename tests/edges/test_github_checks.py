@@ -1,4 +1,5 @@
-"""Check runs: one per attempt, even when GitHub answers a create with a 5xx."""
+"""Check runs: one per attempt, even when GitHub answers a create with a 5xx: verify's, started in
+progress, and a lane's, reported completed."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from typing import Any
 import pytest
 from gidgethub import GitHubBroken
 
-from bot.edges.github.checks import CREATE_ATTEMPTS, start_check
+from bot.core.checks import CheckReport
+from bot.edges.github.checks import CREATE_ATTEMPTS, report_check, start_check
 
 
 class FlakyChecks:
-    """GitHub's check-run routes as start_check calls them: the first `broken` creates answer 502,
+    """GitHub's check-run routes as start_check and report_check call them: the first `broken` creates answer 502,
     each of them made the run all the same when `lands` says so."""
 
     def __init__(self, *, broken: int, lands: bool) -> None:
@@ -41,11 +43,22 @@ async def start(github: FlakyChecks) -> int:
     return await start_check(
         github,  # type: ignore[arg-type]
         "octo/widgets",
+        name="lanebot / verify",
+        head_sha="a" * 40,
+        external="lanebot run=1",
+        title="verify is running",
+        summary="verify runs on the joined branch.",
+    )
+
+
+async def report(github: FlakyChecks, summary: str = "Attempt 1 of lane `notes`.") -> int:
+    return await report_check(
+        github,  # type: ignore[arg-type]
+        "octo/widgets",
         name="lanebot / notes",
         head_sha="a" * 40,
-        external="run-1/notes/1",
-        title="Checking",
-        summary="The lane's check runs.",
+        external="lanebot run=1 unit=notes",
+        report=CheckReport("success", "its check passed", summary, ()),
     )
 
 
@@ -72,3 +85,33 @@ async def test_a_github_that_keeps_failing_fails_the_start_after_a_few_tries() -
     with pytest.raises(GitHubBroken):
         await start(github)
     assert github.posts == CREATE_ATTEMPTS
+
+
+@pytest.mark.anyio
+async def test_a_lanes_report_answered_502_that_made_nothing_is_asked_for_again() -> None:
+    github = FlakyChecks(broken=1, lands=False)
+
+    assert await report(github) == 102
+    assert github.posts == 2 and [run["status"] for run in github.runs] == ["completed"]
+
+
+@pytest.mark.anyio
+async def test_a_lanes_report_answered_502_that_made_the_run_is_found_not_made_twice() -> None:
+    github = FlakyChecks(broken=1, lands=True)
+
+    assert await report(github) == 101
+    assert github.posts == 1 and len(github.runs) == 1
+
+
+@pytest.mark.anyio
+async def test_an_earlier_attempts_report_on_the_commit_is_not_taken_for_this_one() -> None:
+    """After a 5xx the report is looked for by its summary, which names the attempt."""
+    github = FlakyChecks(broken=0, lands=False)
+    await report(github, "Attempt 1 of lane `notes`.")
+    github.broken = 2  # the next create answers 502 without making anything
+
+    assert await report(github, "Attempt 2 of lane `notes`.") == 103
+    assert [run["output"]["summary"] for run in github.runs] == [
+        "Attempt 1 of lane `notes`.",
+        "Attempt 2 of lane `notes`.",
+    ]

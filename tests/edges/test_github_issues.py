@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import pytest
 import respx
 from gidgethub import BadRequest
 
-from bot.core.labels import STATE_LABELS
+from bot.core.labels import STATE_LABELS, label_for
 from bot.core.text import marker
 from bot.edges.github.client import LanebotAPI
 from bot.edges.github.issues import (
     add_reaction,
-    ensure_labels,
+    ensure_trigger_label,
     list_comments,
     post_or_update_marked_comment,
     set_state_label,
@@ -197,34 +198,37 @@ async def test_an_accepted_command_gets_the_eyes_reaction_on_its_comment(client)
 
 
 @respx.mock
-async def test_missing_labels_are_created_with_colour_and_description(client):
-    state_names = [spec.name for spec in STATE_LABELS]
-    respx.get(f"{API}/repos/{REPO}/labels?per_page=100").respond(
-        200, json=[label("bug"), label("lanebot:PLANNING"), label("lanebot")]
-    )
-    created = respx.post(f"{API}/repos/{REPO}/labels").respond(201, json=label("x"))
-    names = await ensure_labels(client, REPO, "lanebot")
-    assert names == tuple(state_names[1:])  # planning exists (in another case), and so does the trigger
-    bodies = [json.loads(call.request.content) for call in created.calls]
-    assert [body["name"] for body in bodies] == state_names[1:]
-    assert all(len(body["color"]) == 6 and body["description"] for body in bodies)
+async def test_the_trigger_label_is_created_with_colour_and_description_when_the_repository_lacks_it(client):
+    respx.get(f"{API}/repos/{REPO}/labels/lanebot").respond(404, json={"message": "Not Found"})
+    created = respx.post(f"{API}/repos/{REPO}/labels").respond(201, json=label("lanebot"))
+    assert await ensure_trigger_label(client, REPO, "lanebot") is True
+    [body] = [json.loads(call.request.content) for call in created.calls]
+    assert body["name"] == "lanebot" and len(body["color"]) == 6 and body["description"]
+
+
+@respx.mock
+async def test_a_trigger_label_that_is_there_costs_one_read(client):
+    respx.get(f"{API}/repos/{REPO}/labels/plan-me").respond(200, json=label("plan-me", "5319e7"))
+    created = respx.post(f"{API}/repos/{REPO}/labels")
+    assert await ensure_trigger_label(client, REPO, "plan-me") is False
+    assert not created.called
 
 
 @respx.mock
 async def test_a_label_someone_else_created_meanwhile_is_fine(client):
-    respx.get(f"{API}/repos/{REPO}/labels?per_page=100").respond(200, json=[])
+    respx.get(f"{API}/repos/{REPO}/labels/lanebot").respond(404, json={"message": "Not Found"})
     already = {
         "message": "Validation Failed",
         "errors": [{"resource": "Label", "code": "already_exists", "field": "name"}],
         "documentation_url": "https://docs.github.com/rest/issues/labels#create-a-label",
     }
     respx.post(f"{API}/repos/{REPO}/labels").respond(422, json=already)
-    assert await ensure_labels(client, REPO, "lanebot") == ()
+    assert await ensure_trigger_label(client, REPO, "lanebot") is False
 
 
 @respx.mock
 async def test_another_validation_failure_when_creating_a_label_is_raised(client):
-    respx.get(f"{API}/repos/{REPO}/labels?per_page=100").respond(200, json=[])
+    respx.get(f"{API}/repos/{REPO}/labels/lanebot").respond(404, json={"message": "Not Found"})
     invalid = {
         "message": "Validation Failed",
         "errors": [{"resource": "Label", "code": "invalid", "field": "color"}],
@@ -232,22 +236,32 @@ async def test_another_validation_failure_when_creating_a_label_is_raised(client
     }
     respx.post(f"{API}/repos/{REPO}/labels").respond(422, json=invalid)
     with pytest.raises(BadRequest):
-        await ensure_labels(client, REPO, "lanebot")
+        await ensure_trigger_label(client, REPO, "lanebot")
 
 
 class IssueLabels:
-    """The issue's labels as GitHub keeps them, with every intermediate set recorded."""
+    """The issue's labels as GitHub keeps them, with every intermediate set recorded. A label the
+    repository lacks is made as GitHub makes it when an issue gets it: grey, no description."""
 
-    def __init__(self, mock: respx.MockRouter, *names: str) -> None:
+    def __init__(self, mock: respx.MockRouter, *names: str, repository_lacks: tuple[str, ...] = ()) -> None:
         self.names = list(names)
         self.seen: list[list[str]] = []
+        lacking = {name.casefold() for name in repository_lacks}
+        self.styles = {spec.name: (spec.color, spec.description) for spec in STATE_LABELS if spec.name not in lacking}
         mock.get(f"{ISSUE}/labels?per_page=100").mock(side_effect=lambda _: httpx.Response(200, json=self.listed()))
         self.adds = mock.post(f"{ISSUE}/labels").mock(side_effect=self.add)
         self.removes = mock.delete(url__regex=rf"{ISSUE}/labels/.+").mock(side_effect=self.remove)
         self.sets = mock.put(f"{ISSUE}/labels").mock(side_effect=self.set)
+        self.restyles = mock.patch(url__regex=rf"{API}/repos/{REPO}/labels/.+").mock(side_effect=self.restyle)
 
     def listed(self) -> list[dict[str, Any]]:
-        return [label(name) for name in self.names]
+        return [label(name, *self.styles.setdefault(name, ("ededed", None))) for name in self.names]
+
+    def restyle(self, request: httpx.Request) -> httpx.Response:
+        name = unquote(httpx.URL(request.url).path.rsplit("/", 1)[1])
+        body = json.loads(request.content)
+        self.styles[name] = (body["color"], body["description"])
+        return httpx.Response(200, json=label(name, *self.styles[name]))
 
     def add(self, request: httpx.Request) -> httpx.Response:
         self.names += [name for name in json.loads(request.content)["labels"] if name not in self.names]
@@ -300,6 +314,30 @@ async def test_a_rejected_run_leaves_no_state_label_even_one_listed_that_is_gone
     )  # blocked is gone by now
     await set_state_label(client, REPO, 7, "rejected")
     assert issue.names == [] and issue.sets.call_count == 1
+
+
+@respx.mock
+async def test_a_state_label_the_repository_lacks_is_made_by_github_then_given_lanebots_look_once(client):
+    issue = IssueLabels(respx.mock, "bug", "lanebot:planning", repository_lacks=("lanebot:awaiting-approval",))
+    await set_state_label(client, REPO, 7, "awaiting_approval")
+    [restyled] = issue.restyles.calls
+    assert unquote(restyled.request.url.path).endswith("/labels/lanebot:awaiting-approval")
+    assert issue.styles["lanebot:awaiting-approval"] == (
+        label_for("awaiting_approval").color,
+        label_for("awaiting_approval").description,
+    )
+
+    await set_state_label(client, REPO, 7, "planning")
+    await set_state_label(client, REPO, 7, "awaiting_approval")
+    assert issue.restyles.call_count == 1
+
+
+@respx.mock
+async def test_a_state_label_a_person_restyled_grey_with_a_description_is_left_as_it_is(client):
+    issue = IssueLabels(respx.mock, "lanebot:planning")
+    issue.styles["lanebot:running"] = ("ededed", "ours, in grey")
+    await set_state_label(client, REPO, 7, "running")
+    assert issue.restyles.call_count == 0 and issue.styles["lanebot:running"] == ("ededed", "ours, in grey")
 
 
 @respx.mock

@@ -363,6 +363,24 @@ def test_a_done_run_holds_its_issue_until_it_is_closed(engine):
     assert new_run(engine).id != run.id
 
 
+def test_the_runs_with_an_open_pull_request_are_the_done_ones_still_holding_their_issue(engine):
+    def run_at(issue: int, state: str, pr: int | None, repository: str = "octo/repo") -> int:
+        run = new_run(engine, repository=repository, issue_number=issue)
+        runs.transition(engine, run.id, "planning", state)
+        if pr is not None:
+            runs.update_run(engine, run.id, pr_number=pr)
+        return run.id
+
+    open_one, other_open = run_at(1, "done", 11), run_at(2, "done", 12)
+    merged = run_at(3, "done", 13)
+    runs.close_run(engine, merged)  # what a merge does
+    run_at(4, "cancelled", 14)  # closed unmerged
+    run_at(5, "integrating", None)  # no pull request yet
+    run_at(6, "done", 16, repository="octo/elsewhere")
+
+    assert [run.id for run in runs.runs_with_open_pull(engine, "Octo/Repo")] == [open_one, other_open]
+
+
 def test_only_a_done_run_can_be_closed(engine):
     run = new_run(engine)
     assert runs.close_run(engine, run.id) is False

@@ -8,6 +8,9 @@ must then hold `main`'s new commit, merged by one commit that says so, with veri
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,28 +34,41 @@ UPDATE = base_update_message("main", BRANCH)
 PUSHED = "pushed-to-main"  # the file a lane waits for: the test has pushed to main
 
 LANE = [unit("notes", r"^notes\.txt$", "test -f notes.txt")]
+WITH_NOTES = {"README.md": "# notes\n", "notes.txt": "the first notes\n"}  # for main and the lane to change
+
+
+@pytest.fixture
+def make_world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str
+) -> Callable[..., contextlib.AbstractAsyncContextManager[World]]:
+    """test_orchestrator's `world` for this test: `make_world(build=..., ...)`."""
+    return functools.partial(world, tmp_path, monkeypatch, sqlite_url)
 
 
 def _show(bare: Path, ref: str, path: str) -> str:
     return run_git("show", f"{ref}:{path}", cwd=bare)
 
 
-async def _drive_pushing_to_main_meanwhile(w: World, run_id: int, files: dict[str, str]) -> str:
-    """Drive the run; while its lane waits, a maintainer pushes `files` to main, then the lane goes on."""
+async def _done_with_a_push_to_main_meanwhile(w: World, files: dict[str, str]) -> int:
+    """LANE's run driven to done; while its lane waits, a maintainer pushes `files` to main, then the
+    lane writes its notes and goes on. The run's id."""
+    w.scenario.steps["notes"] = {
+        "default": {"wait_for": [str(w.scenario.root / PUSHED)], "write": {"notes.txt": "the lane's notes\n"}}
+    }
+    w.scenario.save()
+    run_id = approved_run(w.context.engine, LANE)
     drive = asyncio.create_task(asyncio.wait_for(w.drive(run_id), WAIT_LIMIT_S))
     await eventually(lambda: any(key == "notes" for key, _, _ in w.scenario.runs()), "the lane's agent started")
     await asyncio.to_thread(
         w.github.human.push, w.github.full_name, "main", files, login="maintainer", message="Meanwhile on main"
     )
     (w.scenario.root / PUSHED).write_text("")
-    return await drive
+    assert await drive == "done", w.run(run_id).error
+    return run_id
 
 
-def _lane_waits_for_the_push(w: World, content: str) -> None:
-    w.scenario.steps["notes"] = {
-        "default": {"wait_for": [str(w.scenario.root / PUSHED)], "write": {"notes.txt": content}}
-    }
-    w.scenario.save()
+def _branch_head(w: World) -> str:
+    return run_git("rev-parse", BRANCH, cwd=w.bare)
 
 
 def _verified_heads(w: World) -> dict[str, str | None]:
@@ -60,27 +76,14 @@ def _verified_heads(w: World) -> dict[str, str | None]:
 
 
 @pytest.mark.anyio
-async def test_a_push_to_main_during_the_run_is_merged_into_the_pull_request_and_verified(
-    tmp_path, monkeypatch, sqlite_url
-):
-    async with world(
-        tmp_path,
-        monkeypatch,
-        sqlite_url,
-        build={"agent": "command"},
-        integrate={"verify": "test -f notes.txt"},
-        steps={},
-    ) as w:
-        _lane_waits_for_the_push(w, "the lane's notes\n")
-        run_id = approved_run(w.context.engine, LANE)
+async def test_a_push_to_main_during_the_run_is_merged_into_the_pull_request_and_verified(make_world):
+    async with make_world(build={"agent": "command"}, integrate={"verify": "test -f notes.txt"}, steps={}) as w:
+        run_id = await _done_with_a_push_to_main_meanwhile(w, {"NEWS.md": "news from main\n"})
 
-        state = await _drive_pushing_to_main_meanwhile(w, run_id, {"NEWS.md": "news from main\n"})
-
-        assert state == "done", w.run(run_id).error
         assert first_parent_subjects(w.bare, BRANCH)[-1] == UPDATE
         assert _show(w.bare, BRANCH, "NEWS.md") == "news from main"
         assert _show(w.bare, BRANCH, "notes.txt") == "the lane's notes"
-        head = run_git("rev-parse", BRANCH, cwd=w.bare)
+        head = _branch_head(w)
         assert _verified_heads(w)[head] == "success"  # verify ran again, on the merge of main
         [pull] = w.github.pulls()
         assert "The default branch moved during the run" in pull["body"]
@@ -88,24 +91,11 @@ async def test_a_push_to_main_during_the_run_is_merged_into_the_pull_request_and
 
 
 @pytest.mark.anyio
-async def test_a_conflicting_push_to_main_is_resolved_by_the_resolver_before_the_pull_request_opens(
-    tmp_path, monkeypatch, sqlite_url
-):
+async def test_a_conflicting_push_to_main_is_resolved_by_the_resolver_before_the_pull_request_opens(make_world):
     steps = {"resolve": {"default": {"write": {"notes.txt": "main's notes\nthe lane's notes\n"}}}}
-    async with world(
-        tmp_path,
-        monkeypatch,
-        sqlite_url,
-        build={"agent": "command", "on_conflict": "agent"},
-        steps=steps,
-        files={"README.md": "# notes\n", "notes.txt": "the first notes\n"},
-    ) as w:
-        _lane_waits_for_the_push(w, "the lane's notes\n")
-        run_id = approved_run(w.context.engine, LANE)
+    async with make_world(build={"agent": "command", "on_conflict": "agent"}, steps=steps, files=WITH_NOTES) as w:
+        run_id = await _done_with_a_push_to_main_meanwhile(w, {"notes.txt": "main's notes\n"})
 
-        state = await _drive_pushing_to_main_meanwhile(w, run_id, {"notes.txt": "main's notes\n"})
-
-        assert state == "done", w.run(run_id).error
         assert first_parent_subjects(w.bare, BRANCH)[-1] == UPDATE
         assert _show(w.bare, BRANCH, "notes.txt") == "main's notes\nthe lane's notes"
         [resolver] = [s for s in store.sessions(w.context.engine, run_id) if s.kind == "resolve"]
@@ -115,22 +105,10 @@ async def test_a_conflicting_push_to_main_is_resolved_by_the_resolver_before_the
 
 
 @pytest.mark.anyio
-async def test_with_on_conflict_block_a_conflicting_push_to_main_leaves_the_branch_as_verified_and_says_so(
-    tmp_path, monkeypatch, sqlite_url
-):
-    async with world(
-        tmp_path,
-        monkeypatch,
-        sqlite_url,
-        build={"agent": "command"},
-        files={"README.md": "# notes\n", "notes.txt": "the first notes\n"},
-    ) as w:
-        _lane_waits_for_the_push(w, "the lane's notes\n")
-        run_id = approved_run(w.context.engine, LANE)
+async def test_with_on_conflict_block_a_conflicting_push_to_main_leaves_the_branch_as_verified_and_says_so(make_world):
+    async with make_world(build={"agent": "command"}, files=WITH_NOTES) as w:
+        await _done_with_a_push_to_main_meanwhile(w, {"notes.txt": "main's notes\n"})
 
-        state = await _drive_pushing_to_main_meanwhile(w, run_id, {"notes.txt": "main's notes\n"})
-
-        assert state == "done", w.run(run_id).error
         assert UPDATE not in first_parent_subjects(w.bare, BRANCH)
         [pull] = w.github.pulls()
         assert "The default branch moved during the run" in pull["body"]
@@ -159,22 +137,24 @@ async def _update(w: World, run_id: int, pr_number: int) -> Any:
     return reviews.get(w.context.engine, request.id)
 
 
+def _answer(w: World, pr_number: int, request: Any) -> str:
+    """lanebot's one comment on the pull request answering `request`."""
+    answers: list[str] = [c["body"] for c in w.github.comments(pr_number) if f"request={request.id}" in c["body"]]
+    [answer] = answers
+    return answer
+
+
 @pytest.mark.anyio
-async def test_update_merges_a_conflicting_main_with_the_resolver_and_the_pull_request_merges_again(
-    tmp_path, monkeypatch, sqlite_url
-):
+async def test_update_merges_a_conflicting_main_with_the_resolver_and_the_pull_request_merges_again(make_world):
     steps = {
         "notes": {"default": {"write": {"notes.txt": "the lane's notes\n"}}},
         "resolve": {"default": {"write": {"notes.txt": "main's notes\nthe lane's notes\n"}}},
     }
-    async with world(
-        tmp_path,
-        monkeypatch,
-        sqlite_url,
+    async with make_world(
         build={"agent": "command", "on_conflict": "agent"},
         integrate={"verify": 'grep -q "lane\'s notes" notes.txt'},
         steps=steps,
-        files={"README.md": "# notes\n", "notes.txt": "the first notes\n"},
+        files=WITH_NOTES,
     ) as w:
         run_id = approved_run(w.context.engine, LANE)
         assert await w.drive(run_id) == "done", w.run(run_id).error
@@ -189,30 +169,26 @@ async def test_update_merges_a_conflicting_main_with_the_resolver_and_the_pull_r
         assert await _mergeable(w, run_id, number) is Mergeability.CLEAN
         assert first_parent_subjects(w.bare, BRANCH)[-1] == UPDATE
         assert _show(w.bare, BRANCH, "notes.txt") == "main's notes\nthe lane's notes"
-        head = run_git("rev-parse", BRANCH, cwd=w.bare)
+        head = _branch_head(w)
         assert request.head_sha == head and _verified_heads(w)[head] == "success"
-        [answer] = [c for c in w.github.comments(number) if f"request={request.id}" in c["body"]]
-        assert "was merged into" in answer["body"] and head[:12] in answer["body"]
+        answer = _answer(w, number, request)
+        assert "was merged into" in answer and head[:12] in answer
 
 
 @pytest.mark.anyio
-async def test_update_that_verify_fails_on_pushes_nothing_and_says_why(tmp_path, monkeypatch, sqlite_url):
-    async with world(
-        tmp_path,
-        monkeypatch,
-        sqlite_url,
+async def test_update_that_verify_fails_on_pushes_nothing_and_says_why(make_world):
+    async with make_world(
         build={"agent": "command"},
         integrate={"verify": "! test -f broken.txt"},
         steps={"notes": {"default": {"write": {"notes.txt": "the lane's notes\n"}}}},
     ) as w:
         run_id = approved_run(w.context.engine, LANE)
         assert await w.drive(run_id) == "done", w.run(run_id).error
-        before = run_git("rev-parse", BRANCH, cwd=w.bare)
+        before = _branch_head(w)
         w.github.human.push(w.github.full_name, "main", {"broken.txt": "x\n"}, login="maintainer")
 
         request = await _update(w, run_id, w.run(run_id).pr_number)
 
         assert request.state == "failed" and "verify" in request.error
-        assert run_git("rev-parse", BRANCH, cwd=w.bare) == before
-        [answer] = [c for c in w.github.comments(w.run(run_id).pr_number) if f"request={request.id}" in c["body"]]
-        assert "Nothing was pushed" in answer["body"]
+        assert _branch_head(w) == before
+        assert "Nothing was pushed" in _answer(w, w.run(run_id).pr_number, request)

@@ -7,8 +7,12 @@ fails on the base itself says so and blames no lane."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +20,7 @@ from bot.core.names import integration_branch, merge_message
 from bot.edges.store import runs as store
 from bot.runner import orchestrator
 from tests.lanes_helpers import ISSUE, approved_run, first_parent_subjects, run_git, tree_paths, unit
-from tests.runner.test_orchestrator import WAIT_LIMIT_S, progress_comments, world
+from tests.runner.test_orchestrator import WAIT_LIMIT_S, World, progress_comments, world
 
 pytestmark = pytest.mark.slow
 
@@ -44,22 +48,27 @@ def merge_sha(bare, unit_id):
     return next(sha for sha, _, line in (entry.partition(" ") for entry in log.splitlines()) if line == subject)
 
 
+@pytest.fixture
+def blocked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str
+) -> Callable[[dict[str, Any]], contextlib.AbstractAsyncContextManager[tuple[World, int]]]:
+    """`async with blocked(integrate) as (w, run_id)`: PLAN's run, each lane's first attempt its last,
+    driven until verify (with `integrate`'s settings) blocks it."""
+
+    @contextlib.asynccontextmanager
+    async def blocked_run(integrate: dict[str, Any]) -> AsyncIterator[tuple[World, int]]:
+        build = {"agent": "command", "max_retries": 0}
+        async with world(tmp_path, monkeypatch, sqlite_url, build=build, steps=STEPS, integrate=integrate) as w:
+            run_id = approved_run(w.context.engine, PLAN)
+            assert await w.drive(run_id) == "blocked"
+            yield w, run_id
+
+    return blocked_run
+
+
 @pytest.mark.anyio
-async def test_the_lane_whose_merge_broke_verify_is_named_and_retrying_it_opens_the_pull_request(
-    tmp_path, monkeypatch, sqlite_url
-):
-    async with world(
-        tmp_path,
-        monkeypatch,
-        sqlite_url,
-        build={"agent": "command", "max_retries": 0},
-        steps=STEPS,
-        integrate={"agent": "command", "verify": VERIFY, "max_retries": 1},
-    ) as w:
-        run_id = approved_run(w.context.engine, PLAN)
-
-        assert await w.drive(run_id) == "blocked"
-
+async def test_the_lane_whose_merge_broke_verify_is_named_and_retrying_it_opens_the_pull_request(blocked):
+    async with blocked({"agent": "command", "verify": VERIFY, "max_retries": 1}) as (w, run_id):
         b_merge, a_merge = merge_sha(w.bare, "b"), merge_sha(w.bare, "a")
         lane_b = w.lane(run_id, "b")
         assert (w.lane(run_id, "a").state, lane_b.state, w.lane(run_id, "c").state) == ("merged", "failed", "merged")
@@ -103,19 +112,8 @@ async def test_the_lane_whose_merge_broke_verify_is_named_and_retrying_it_opens_
 
 
 @pytest.mark.anyio
-async def test_a_verify_that_fails_on_the_base_itself_says_so_and_blames_no_lane(tmp_path, monkeypatch, sqlite_url):
-    async with world(
-        tmp_path,
-        monkeypatch,
-        sqlite_url,
-        build={"agent": "command", "max_retries": 0},
-        steps=STEPS,
-        integrate={"verify": "echo the suite was red already; exit 3"},
-    ) as w:
-        run_id = approved_run(w.context.engine, PLAN)
-
-        assert await w.drive(run_id) == "blocked"
-
+async def test_a_verify_that_fails_on_the_base_itself_says_so_and_blames_no_lane(blocked):
+    async with blocked({"verify": "echo the suite was red already; exit 3"}) as (w, run_id):
         base = w.run(run_id).base_sha
         probes = culprit_probes(w.context.engine, run_id)
         assert probes[-1]["sha"] == base and len(probes) <= math.ceil(math.log2(3 + 1))
@@ -129,19 +127,8 @@ async def test_a_verify_that_fails_on_the_base_itself_says_so_and_blames_no_lane
 
 
 @pytest.mark.anyio
-async def test_with_find_culprit_off_verify_runs_on_the_head_alone(tmp_path, monkeypatch, sqlite_url):
-    async with world(
-        tmp_path,
-        monkeypatch,
-        sqlite_url,
-        build={"agent": "command", "max_retries": 0},
-        steps=STEPS,
-        integrate={"verify": VERIFY, "find_culprit": False},
-    ) as w:
-        run_id = approved_run(w.context.engine, PLAN)
-
-        assert await w.drive(run_id) == "blocked"
-
+async def test_with_find_culprit_off_verify_runs_on_the_head_alone(blocked):
+    async with blocked({"verify": VERIFY, "find_culprit": False}) as (w, run_id):
         assert culprit_probes(w.context.engine, run_id) == []
         assert w.lane(run_id, "b").state == "merged"
         assert "verify failed after 0 repair sessions: verify exited with status 1" in w.run(run_id).error

@@ -257,13 +257,15 @@ def test_a_dependent_lane_holds_its_dependency_and_a_lane_never_holds_its_siblin
     assert done.lanes["tui-rows"].base_sha == done.lanes["migration"].base_sha == done.run.base_sha
 
 
-def test_every_lane_reports_a_check_run_on_its_head_and_verify_reports_on_the_pr_head(worked_example):
+def test_every_lane_reports_one_check_run_on_its_head_and_verify_reports_on_the_pr_head(worked_example):
     done = worked_example
     for spec in WORKED_EXAMPLE:
         head = _rev(done.bare, lane_branch(ISSUE, spec["id"]))
         assert done.lanes[spec["id"]].head_sha == head
-        [check] = [c for c in done.github.checks_named(f"lanebot / {spec['id']}") if c["head_sha"] == head]
-        assert (check["status"], check["conclusion"]) == ("completed", "success")
+        # Nothing on the lane's base commit: the one check run is its result, made completed.
+        [check] = done.github.checks_named(f"lanebot / {spec['id']}")
+        assert (check["head_sha"], check["status"], check["conclusion"]) == (head, "completed", "success")
+        assert check["id"] == done.lanes[spec["id"]].check_run_id
         assert "Files changed (1)" in check["output"]["summary"]
         assert f"transcripts/{done.run.id}/{spec['id']}/attempt-1.jsonl" in check["output"]["summary"]
         assert check["external_id"] == f"lanebot run={done.run.id} unit={spec['id']}"

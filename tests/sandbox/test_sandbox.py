@@ -387,6 +387,31 @@ async def test_creating_a_label_that_exists_in_any_case_is_422_already_exists(tm
         assert "bug" in names  # GitHub's default labels come with every new repository
 
 
+async def test_a_label_added_to_an_issue_before_it_exists_is_made_grey_and_can_be_restyled(
+    tmp_path: Path, project: Path
+) -> None:
+    async with harness(tmp_path, project) as h:
+        repo = await h.repository("alice/demo")
+        await h.issue("alice/demo")
+        token = await h.token(repo["installation_id"])
+        added = await h.http.post("/repos/alice/demo/issues/1/labels", headers=token, json={"labels": ["lanebot:done"]})
+        [made] = added.json()
+        assert (made["color"], made["description"]) == ("ededed", None)
+        url = "/repos/alice/demo/labels/lanebot%3Adone"
+        styled = await h.http.patch(url, headers=token, json={"color": "0E8A16", "description": "opened a PR"})
+        assert (styled.status_code, styled.json()["color"], styled.json()["description"]) == (
+            200,
+            "0e8a16",
+            "opened a PR",
+        )
+        [held] = (await h.http.get("/repos/alice/demo/issues/1/labels", headers=token)).json()
+        assert (held["name"], held["color"]) == ("lanebot:done", "0e8a16")
+        bad = await h.http.patch(url, headers=token, json={"color": "green"})
+        assert bad.json()["errors"] == [{"resource": "Label", "code": "invalid", "field": "color"}]
+        missing = await h.http.patch("/repos/alice/demo/labels/nope", headers=token, json={"color": "000000"})
+        assert missing.status_code == 404
+
+
 async def test_removing_a_label_the_issue_lacks_is_404(tmp_path: Path, project: Path) -> None:
     async with harness(tmp_path, project) as h:
         repo = await h.repository("alice/demo")

@@ -216,7 +216,17 @@ async def test_a_person_pushing_a_commit_moves_the_pull_request_and_github_says_
         sha = pushed.json()["sha"]
         assert h.sandbox.git.resolve("alice", "demo", "feature") == sha != head
         assert h.sandbox.git.parent("alice", "demo", sha) == head
-        assert await h.delivered() == [("pull_request", "synchronize")]
+        assert await h.delivered() == [("push", None), ("pull_request", "synchronize")]
+        [push] = payloads(h, "push")
+        assert (push["ref"], push["before"], push["after"], push["pusher"]["name"]) == (
+            "refs/heads/feature",
+            head,
+            sha,
+            "bob",
+        )
+        assert [(c["id"], c["modified"], c["author"]["username"]) for c in push["commits"]] == [
+            (sha, ["pkg/core.py"], "bob")
+        ]
         [synchronize] = payloads(h, "pull_request")
         assert (synchronize["sender"]["login"], synchronize["after"]) == ("bob", sha)
         assert synchronize["pull_request"]["head"]["sha"] == sha

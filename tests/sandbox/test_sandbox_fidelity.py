@@ -66,6 +66,12 @@ CONDITIONAL_KEYS: dict[str, Any] = {
 
 # Keys an example has that GitHub leaves out in some circumstances (documented where named).
 OPTIONAL_KEYS = {
+    # A pushed commit's author or committer has a `username` only when the address is an account's
+    # (docs.github.com/en/webhooks/webhook-events-and-payloads#push, "username" is not required).
+    ".commits[].author.username",
+    ".commits[].committer.username",
+    ".head_commit.author.username",
+    ".head_commit.committer.username",
     # A check suite has a deployment only when a deployment created it (REST check-suite schema).
     ".check_run.check_suite.deployment",
     # Only for a repository owned by an organization (see ".organization" above); the check_run
@@ -100,6 +106,10 @@ NULLABLE = {
     ".review.body",
     ".changes.body.from",
     ".comment.performed_via_github_app",
+    # push: "head_commit" is null when the push deleted the ref; an organization, as owner, has no
+    # email (the push schema's repository owner: "email": string or null).
+    ".head_commit",
+    ".repository.owner.email",
 }
 
 # Objects whose keys are data, not schema: compared on the type of their values only.
@@ -168,12 +178,63 @@ def member_example(action: str) -> dict[str, Any]:
     return {**example, "sender": issues["sender"]}
 
 
-BUILT_EXAMPLES = {("member", action) for action in ("added", "edited", "removed")}
+def push_example() -> dict[str, Any]:
+    """GitHub's examples (shared/github/webhooks) have no `push` folder. The event's documented
+    properties (docs.github.com/en/webhooks/webhook-events-and-payloads#push), which has no action:
+    `ref`, `before`, `after`, `created`, `deleted`, `forced`, `base_ref`, `compare`, `commits` (each
+    `id`, `tree_id`, `distinct`, `message`, `timestamp`, `url`, `author` and `committer` as `name`,
+    `email`, `username`, and the paths `added`, `removed`, `modified`), `head_commit` (a commit as
+    in `commits`), `repository`, `pusher` (`name`, `email`), `sender`, and `installation`,
+    `organization` as in every event. Its repository is GitHub's older shape: `url` the web page,
+    `created_at` and `pushed_at` Unix seconds, the owner with a `name` and `email`, and `stargazers`
+    and `master_branch`. Built on the repository and sender of GitHub's issues.opened example."""
+    issues = json.loads((EXAMPLES / "issues/opened.payload.json").read_text())
+    repository, sender = issues["repository"], issues["sender"]
+    email = f"{sender['id']}+{sender['login']}@users.noreply.github.com"
+    repository["owner"] = {"name": sender["login"], "email": email, **repository["owner"]}
+    repository.update(
+        {"url": repository["html_url"], "created_at": 1557933565, "pushed_at": 1557933657, "stargazers": 0}
+    )
+    repository["master_branch"] = repository["default_branch"]
+    person = {"name": sender["login"], "email": email, "username": sender["login"]}
+    commit = {
+        "id": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+        "tree_id": "31b122c26a97cf9af023e9ddab94a82c6e77b0ea",
+        "distinct": True,
+        "message": "Update README.md",
+        "timestamp": "2019-05-15T15:20:30-05:00",
+        "url": f"{repository['html_url']}/commit/6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+        "author": person,
+        "committer": person,
+        "added": ["docs/new.md"],
+        "removed": ["docs/old.md"],
+        "modified": ["README.md"],
+    }
+    return {
+        "ref": "refs/heads/main",
+        "before": "0000000000000000000000000000000000000000",
+        "after": commit["id"],
+        "created": True,
+        "deleted": False,
+        "forced": False,
+        "base_ref": None,
+        "compare": commit["url"],
+        "commits": [commit],
+        "head_commit": commit,
+        "repository": repository,
+        "pusher": {"name": sender["login"], "email": email},
+        "sender": sender,
+    }
 
 
-def example_for(event: str, action: str) -> dict[str, Any]:
+BUILT_EXAMPLES = {("member", action) for action in ("added", "edited", "removed")} | {("push", None)}
+
+
+def example_for(event: str, action: str | None) -> dict[str, Any]:
+    if (event, action) == ("push", None):
+        return push_example()
     if (event, action) in BUILT_EXAMPLES:
-        return member_example(action)
+        return member_example(str(action))
     event, action = SUBSTITUTE_EXAMPLES.get((event, action), (event, action))
     return json.loads((EXAMPLES / event / f"{action}.payload.json").read_text())
 
@@ -420,7 +481,7 @@ def deliveries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[tuple
         delivered = asyncio.run(_scenario(tmp_path_factory.mktemp(owner), private_key, public_key, owner, organization))
         grouped: dict[tuple[str, str], list[dict]] = {}
         for event, payload in delivered:
-            grouped.setdefault((event, payload["action"]), []).append(payload)
+            grouped.setdefault((event, payload.get("action")), []).append(payload)
         by_owner[owner] = grouped
     return by_owner
 
@@ -437,8 +498,10 @@ def test_every_emitted_event_has_a_github_example_to_be_held_to() -> None:
 
 
 @pytest.mark.parametrize("owner", ["alice", "acme"])
-@pytest.mark.parametrize(("event", "action"), EMITTED, ids=[f"{e}.{a}" for e, a in EMITTED])
-def test_payload_has_the_keys_and_types_of_githubs_example(deliveries, owner: str, event: str, action: str) -> None:
+@pytest.mark.parametrize(("event", "action"), EMITTED, ids=[f"{e}.{a}" if a else e for e, a in EMITTED])
+def test_payload_has_the_keys_and_types_of_githubs_example(
+    deliveries, owner: str, event: str, action: str | None
+) -> None:
     example = example_for(event, action)
     siblings, nulls = all_examples_references()
     for payload in deliveries[owner][(event, action)]:
@@ -453,6 +516,40 @@ def test_a_merged_pull_requests_closed_payload_says_merged_by_whom_and_at_which_
         assert merged[0]["merged_at"] and re.fullmatch(r"[0-9a-f]{40}", merged[0]["merge_commit_sha"])
         unmerged = [p["pull_request"] for p in grouped[("pull_request", "closed")] if not p["pull_request"]["merged"]]
         assert unmerged and all(p["merged_at"] is None for p in unmerged)
+
+
+def test_each_push_says_what_it_did_to_its_ref(deliveries) -> None:
+    for owner, grouped in deliveries.items():
+        pushes = {(p["ref"], p["created"], p["deleted"]): p for p in grouped[("push", None)]}
+        html = f"{SANDBOX_URL}/{owner}/demo"
+        # the scenario's first push makes lanebot's branch: one new commit, a page of that commit
+        made = pushes[("refs/heads/lanebot/1/thing", True, False)]
+        [first] = made["commits"]
+        assert (made["before"], made["after"], made["forced"]) == ("0" * 40, first["id"], False)
+        assert made["compare"] == f"{html}/commit/{first['id']}" and made["head_commit"] == first
+        assert (first["message"], first["added"], first["distinct"]) == ("first", ["lanebot-1-thing.txt"], True)
+        assert made["pusher"]["name"] == made["sender"]["login"] == "lanebot[bot]"
+        # the second moves it on: the two tips compared, the file modified
+        moved = pushes[("refs/heads/lanebot/1/thing", False, False)]
+        [second] = moved["commits"]
+        assert moved["before"] == first["id"] and moved["after"] == second["id"]
+        assert moved["compare"] == f"{html}/compare/{first['id'][:12]}...{second['id'][:12]}"
+        assert (second["modified"], second["added"]) == (["lanebot-1-thing.txt"], [])
+        # a person merging pull request #3 pushes its merge commit onto main, GitHub committing it
+        merged = pushes[("refs/heads/main", False, False)]
+        merge = merged["head_commit"]
+        assert merge["message"].startswith("Merge pull request #3") and merge["id"] == merged["after"]
+        assert merge["committer"] == {"name": "GitHub", "email": "noreply@github.com", "username": "web-flow"}
+        assert merge["author"]["username"] == merged["pusher"]["name"] == "alice"
+        assert [c["message"] for c in merged["commits"]] == ["ready", merge["message"]]
+        assert merge["added"] == ["ready.txt"] and merge["distinct"] and not merged["forced"]
+        # deleting the merged branch through the API: no commit after it
+        deleted = pushes[("refs/heads/ready", False, True)]
+        assert (deleted["after"], deleted["commits"], deleted["head_commit"]) == ("0" * 40, [], None)
+        # GitHub's older repository shape in every push
+        repository = made["repository"]
+        assert repository["url"] == html and repository["master_branch"] == "main"
+        assert isinstance(repository["created_at"], int) and isinstance(repository["pushed_at"], int)
 
 
 INSTALLATION_EVENTS = ("installation", "installation_repositories")
@@ -563,6 +660,7 @@ DOCUMENTED_ROUTES = {
     ("GET", "/repos/{owner}/{repo}/labels"): f"{REST}/issues/labels#list-labels-for-a-repository",
     ("POST", "/repos/{owner}/{repo}/labels"): f"{REST}/issues/labels#create-a-label",
     ("GET", "/repos/{owner}/{repo}/labels/{name}"): f"{REST}/issues/labels#get-a-label",
+    ("PATCH", "/repos/{owner}/{repo}/labels/{name}"): f"{REST}/issues/labels#update-a-label",
     ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/labels"): f"{REST}/issues/labels#list-labels-for-an-issue",
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels"): f"{REST}/issues/labels#add-labels-to-an-issue",
     ("PUT", "/repos/{owner}/{repo}/issues/{issue_number}/labels"): f"{REST}/issues/labels#set-labels-for-an-issue",

@@ -76,8 +76,11 @@ async def test_merging_makes_a_merge_commit_of_the_base_tip_and_the_head_on_the_
         assert parents == [base_before, head]
         subject = git("--git-dir", str(bare(h)), "log", "-1", "--format=%s|%an|%cn", tip).stdout.strip()
         assert subject == f"Merge pull request #{number} from alice/feature|bob|GitHub"
-        assert await h.delivered() == [("pull_request", "closed"), ("issues", "closed")]
-        closed = json.loads(h.receiver.requests[0].content)
+        assert await h.delivered() == [("push", None), ("pull_request", "closed"), ("issues", "closed")]
+        push = json.loads(h.receiver.requests[0].content)
+        assert (push["ref"], push["before"], push["after"]) == ("refs/heads/main", base_before, tip)
+        assert push["head_commit"]["committer"]["username"] == "web-flow" and push["pusher"]["name"] == "bob"
+        closed = json.loads(h.receiver.requests[1].content)
         assert closed["pull_request"]["merged"] is True and closed["pull_request"]["merged_by"]["login"] == "bob"
         assert closed["pull_request"]["merge_commit_sha"] == tip
         rest = (await h.http.get(f"/repos/{REPO}/pulls/{number}", headers=token)).json()
@@ -128,8 +131,15 @@ async def test_deleting_the_head_branch_of_an_open_pull_request_closes_it_unmerg
         number = await open_pull(h, token, "feature", tmp_path / "work", {"f.txt": "f\n"})
         h.receiver.requests.clear()
         assert (await h.http.delete(f"/repos/{REPO}/git/refs/heads/feature", headers=token)).status_code == 204
-        assert await h.delivered() == [("pull_request", "closed")]
-        closed = json.loads(h.receiver.requests[0].content)["pull_request"]
+        assert await h.delivered() == [("push", None), ("pull_request", "closed")]
+        push = json.loads(h.receiver.requests[0].content)
+        assert (push["ref"], push["deleted"], push["after"], push["head_commit"]) == (
+            "refs/heads/feature",
+            True,
+            "0" * 40,
+            None,
+        )
+        closed = json.loads(h.receiver.requests[1].content)["pull_request"]
         assert (closed["number"], closed["state"], closed["merged"]) == (number, "closed", False)
 
 

@@ -15,6 +15,7 @@ import pytest
 from bot.core.checks import RERUN_VERIFY, RETRY_LANE, SUMMARY_LIMIT, CheckAction, CheckReport, external_id
 from bot.edges.github.checks import acknowledge_rerun, finish_check
 from bot.render.checks import lane_report, rerun_note, verify_report
+from bot.runner import lanes
 from bot.web.handlers.check_run import Rerun, rerun_asked, rerun_refusal
 from tests.lanes_helpers import approved_run, unit
 from tests.runner.test_orchestrator import WORKED_EXAMPLE, world
@@ -83,7 +84,8 @@ def test_the_note_on_a_rerun_check_names_who_asked_keeps_the_old_summary_and_fit
     )
     assert title == "a retry of lane api requested by @maria"
     assert summary.startswith("**@maria asked for a retry of lane api.**")
-    assert "new `lanebot / api` check run" in summary and summary.endswith("**Why it failed:** boom")
+    assert "reported on the `lanebot / api` check run of the commit it ends on" in summary
+    assert summary.endswith("**Why it failed:** boom")
     _, long = rerun_note(requested_by="maria", what="x", check_name="c", summary="y" * SUMMARY_LIMIT)
     assert len(long) <= SUMMARY_LIMIT
 
@@ -174,12 +176,57 @@ async def test_acknowledging_a_rerun_edits_only_the_output_and_takes_the_buttons
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_only_the_lane_attempt_that_blocks_the_run_offers_retry_lane(tmp_path, monkeypatch, sqlite_url):
-    steps = {"api": {"default": {"write": {"app/api/status.py": "broken = True\n"}}}}
+    writes = {attempt: {"write": {"app/api/status.py": f"broken = {attempt}\n"}} for attempt in ("1", "2")}
+    plan = [unit("api", "^app/api/", "grep -q fixed app/api/status.py")]
+    async with world(
+        tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 1}, steps={"api": writes}
+    ) as w:
+        run_id = approved_run(w.context.engine, plan)
+        assert await w.drive(run_id) == "blocked"
+        failed = w.github.checks_named("lanebot / api")  # each attempt's on the commit it made
+        assert [(c["conclusion"], c.get("actions")) for c in failed] == [
+            ("failure", []),
+            ("failure", [RETRY_LANE.to_api()]),
+        ]
+        assert failed[0]["head_sha"] != failed[1]["head_sha"]
+        assert w.lane(run_id, "api").check_run_id == failed[1]["id"]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_retry_that_ends_on_the_commit_an_earlier_attempt_reported_on_reports_on_its_check_run(
+    tmp_path, monkeypatch, sqlite_url
+):
+    steps = {"api": {"default": {"write": {"app/api/status.py": "broken = True\n"}}}}  # the same commit again
     plan = [unit("api", "^app/api/", "grep -q fixed app/api/status.py")]
     async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 1}, steps=steps) as w:
-        assert await w.drive(approved_run(w.context.engine, plan)) == "blocked"
-        failed = [c for c in w.github.checks_named("lanebot / api") if c["conclusion"] == "failure"]
-        assert [c.get("actions") for c in failed] == [[], [RETRY_LANE.to_api()]]
+        run_id = approved_run(w.context.engine, plan)
+        assert await w.drive(run_id) == "blocked"
+        [failed] = w.github.checks_named("lanebot / api")
+        assert (failed["conclusion"], failed.get("actions")) == ("failure", [RETRY_LANE.to_api()])
+        assert failed["output"]["title"].startswith("attempt 2 failed")
+        assert w.lane(run_id, "api").check_run_id == failed["id"]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_last_attempt_lanebot_could_not_complete_reports_its_failure_with_retry_lane_on_its_start(
+    tmp_path, monkeypatch, sqlite_url
+):
+    async def check_that_cannot_start(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no check today")
+
+    monkeypatch.setattr(lanes, "run_script", check_that_cannot_start)
+    steps = {"api": {"default": {"write": {"app/api/status.py": "fixed = True\n"}}}}
+    plan = [unit("api", "^app/api/", "true")]
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "command", "max_retries": 0}, steps=steps) as w:
+        run_id = approved_run(w.context.engine, plan)
+        assert await w.drive(run_id) == "blocked"
+        [failed] = w.github.checks_named("lanebot / api")
+        assert (failed["conclusion"], failed.get("actions")) == ("failure", [RETRY_LANE.to_api()])
+        assert "lanebot could not complete the attempt" in failed["output"]["title"]
+        lane = w.lane(run_id, "api")
+        assert (failed["head_sha"], failed["id"]) == (lane.base_sha, lane.check_run_id)  # its commit was not pushed
 
 
 @pytest.mark.slow

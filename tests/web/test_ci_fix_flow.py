@@ -1,45 +1,29 @@
 """The repository's own CI failing on lanebot's pull request, end to end through the sandbox GitHub.
 
-The real app (intake, dispatcher, background jobs, the orchestrator) runs against the sandbox served
-from a thread, as in tests/web/test_issue_flow.py: an issue carrying a one-unit plan is approved, the
-recipe agent builds it, and lanebot opens its pull request. Then the repository's CI (the sandbox's
-second App, GitHub Actions) reports on the pull request's head through the human API, and the
-sandbox sends what GitHub sends: `check_run` and `check_suite.completed`. Fix lanes run the `command`
-agent: `FIXER` below records each prompt it gets and changes `greeting.txt`, a file the pull request
-changes, as an agent fixing the failure would.
+The recipe agent builds an issue's one-unit plan, and lanebot opens its pull request
+(tests/web/flow_helpers.py). Then the repository's CI (the sandbox's second App, GitHub Actions)
+reports on the pull request's head through the human API, and the sandbox sends what GitHub sends:
+`check_run` and `check_suite.completed`. Fix lanes run the `command` agent: `FIXER` below records
+each prompt it gets and changes `greeting.txt`, a file the pull request changes, as an agent fixing
+the failure would.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
-import httpx
 import pytest
 
-from bot.core.names import integration_branch
-from bot.edges.github.client import GitHubApp
-from bot.edges.store import deliveries, reviews, runs
 from bot.edges.store.models import RunEvent
-from bot.web.app import create_app
 from bot.web.handlers.check_suite import ci_bot_login, heads_lanebot_pushed, lanebot_pull
-from tests.app_helpers import SECRET, WEBHOOK_PATH, make_settings, running, settle
-from tests.lanes_helpers import make_workflow_dir, run_scripted_agent_plain
-from tests.sandbox_helpers import SandboxRepository, WebhookInbox, served_sandbox
+from tests.web.flow_helpers import BRANCH, REPO, World, lanebots_pull_request
 
 pytestmark = pytest.mark.anyio
 whole_run = pytest.mark.slow  # each builds an issue to its pull request first
-
-REPO = "Codertocat/Hello-World"
-MAINTAINER = "Codertocat"  # owns the repository: admin
-WAIT_LIMIT_SECONDS = 90  # a hang guard, not a timing assertion
-BRANCH = integration_branch(1)
 
 FIXER = textwrap.dedent("""\
     import json, os, pathlib, sys
@@ -72,15 +56,7 @@ CONFIG = textwrap.dedent("""\
     review:
       enabled: false
 """)
-UNIT = {
-    "id": "words",
-    "title": "Greet",
-    "needs": [],
-    "files": r"^greeting\.txt$",
-    "check": "test -f greeting.txt",
-    "brief": "Write the file below.\n\n```text path=greeting.txt\nhello\n```",
-}
-ISSUE_BODY = f"Greet people.\n\n~~~lanebot-plan\n{json.dumps(UNIT)}\n~~~\n"
+BRIEF = "Write the file below.\n\n```text path=greeting.txt\nhello\n```"
 ANNOTATION = {
     "path": "greeting.txt",
     "start_line": 1,
@@ -106,91 +82,35 @@ def failing_tests(message: str = ANNOTATION["message"], *, name: str = "unit-tes
 LINT = {"name": "lint", "conclusion": "success", "output": {"title": "clean", "summary": "No problems."}}
 
 
-class World:
-    """lanebot running, the sandbox behind it, the pull request it opened, and the fixer's prompts."""
+class FixWorld(World):
+    """lanebot's pull request, the CI reporting on it, and the fixer's prompts."""
 
-    def __init__(self, app: Any, client: httpx.AsyncClient, repository: SandboxRepository, inbox: WebhookInbox):
-        self.app, self.client, self.repository, self.inbox = app, client, repository, inbox
-        self.engine = app.state.engine
-        self.prompts_dir: Path | None = None
-
-    async def settled(self) -> None:
-        """Every delivery handed on and handled and every background job done, none failed."""
-        with anyio.fail_after(WAIT_LIMIT_SECONDS):
-            while True:
-                await settle(self.app)
-                await self.app.state.jobs.wait_idle()
-                self.repository.human.drain()
-                batch = self.inbox.take()
-                if not batch:
-                    break
-                for headers, body in batch:
-                    response = await self.client.post(WEBHOOK_PATH, content=body, headers=headers)
-                    assert response.status_code == 202, response.text
-        failed = [
-            (row.event, row.error) for row in deliveries.list_recent(self.engine, 500) if row.status != "processed"
-        ]
-        assert failed == []
-
-    def pull(self) -> dict[str, Any]:
-        [pull] = [p for p in self.repository.pulls() if p["state"] == "open"]
-        return pull
-
-    def head(self) -> str:
-        return self.pull()["pull_request"]["head_sha"]
+    prompts_dir: Path
 
     async def ci_reports(self, sha: str, *check_runs: dict[str, Any]) -> None:
         self.repository.human.report_ci(REPO, sha, list(check_runs))
         await self.settled()
 
     def fix_prompts(self) -> list[str]:
-        assert self.prompts_dir is not None
         folder = self.prompts_dir
         return [path.read_text() for path in sorted(folder.glob("fix-*.md"))] if folder.exists() else []
 
-    def ci_requests(self) -> list[Any]:
-        run = runs.run_for_pull(self.engine, REPO, self.pull()["number"])
-        return [request for request in reviews.requests(self.engine, run.id) if request.kind == "ci"]
-
-    def lanebot_comments(self, kind: str) -> list[str]:
-        number = self.pull()["number"]
-        return [
-            c["body"] for c in self.repository.comments(number) if c["by_app"] and f"<!-- lanebot:{kind} " in c["body"]
-        ]
-
 
 @pytest.fixture
-async def world(engine, tmp_path, monkeypatch) -> AsyncIterator[World]:
-    script = tmp_path / "fixer.py"
-    script.write_text(FIXER)
+async def world(engine, tmp_path, monkeypatch) -> AsyncIterator[FixWorld]:
     prompts = tmp_path / "fixer-prompts"
-    workflows = make_workflow_dir(tmp_path, {}, [sys.executable, str(script), str(prompts)])
-    monkeypatch.setenv("LANEBOT_WORKFLOWS_DIR", str(workflows))
-    run_scripted_agent_plain(monkeypatch)  # the fixer keeps its prompts outside its worktree
-    inbox = WebhookInbox()
-    with served_sandbox(
-        tmp_path, webhook_url=f"http://lanebot.test{WEBHOOK_PATH}", webhook_secret=SECRET, webhook_client=inbox.client()
-    ) as server:
-        (tmp_path / "hello-world").mkdir()
-        files = {"README.md": "# Hello\n", ".github/lanebot.yml": CONFIG}
-        repository = SandboxRepository.create(server, tmp_path / "hello-world", REPO, files, private=False)
-        with contextlib.closing(repository):
-            settings = make_settings(str(engine.url), workdir=tmp_path / "work", github_api_url=server.url)
-            app_github = GitHubApp(settings)
-            app = create_app(settings, engine=engine, github=app_github)
-            try:
-                async with running(app) as client:
-                    world = World(app, client, repository, inbox)
-                    world.prompts_dir = prompts
-                    await world.settled()
-                    repository.open_issue("Greet people", ISSUE_BODY, login=MAINTAINER, labels=["lanebot"])
-                    await world.settled()
-                    repository.human.comment(REPO, 1, login=MAINTAINER, body="/approve")
-                    await world.settled()
-                    assert world.pull()["pull_request"]["head"] == BRANCH
-                    yield world
-            finally:
-                await app_github.aclose()
+    async with lanebots_pull_request(
+        engine,
+        tmp_path,
+        monkeypatch,
+        world_type=FixWorld,
+        agent=FIXER,
+        agent_args=[str(prompts)],
+        files={"README.md": "# Hello\n", ".github/lanebot.yml": CONFIG},
+        brief=BRIEF,
+    ) as world:
+        world.prompts_dir = prompts
+        yield world
 
 
 @whole_run
@@ -218,13 +138,13 @@ async def test_failing_ci_on_lanebots_head_gets_two_fix_rounds_then_lanebot_stop
     assert len(world.fix_prompts()) == 2 and world.head() == third
     [stop] = world.lanebot_comments("ci-stop")
     assert "2 fix rounds" in stop and "`/fix`" in stop
-    assert [request.dedupe_key.split(":")[0] for request in world.ci_requests()] == ["ci", "ci"]
+    assert [request.dedupe_key.split(":")[0] for request in world.requests("ci")] == ["ci", "ci"]
 
     # Another check of the same CI fails on that head: the same suite, completed again (as a re-run
     # does), so nothing is queued twice and lanebot does not say it stopped twice.
     await world.ci_reports(third, failing_tests("test_greeting: and again", name="integration-tests"))
     assert len(world.lanebot_comments("ci-stop")) == 1 and len(world.fix_prompts()) == 2
-    assert len(world.ci_requests()) == 2
+    assert len(world.requests("ci")) == 2
 
 
 @whole_run
@@ -239,17 +159,16 @@ async def test_lanebots_own_failing_suite_and_a_passing_one_start_nothing(world)
     )
     await world.settled()
     await world.ci_reports(head, LINT)
-    assert world.fix_prompts() == [] and world.ci_requests() == [] and world.head() == head
+    assert world.fix_prompts() == [] and world.requests("ci") == [] and world.head() == head
 
 
 @whole_run
 async def test_failing_ci_on_a_head_a_person_pushed_starts_nothing(world):
     world.repository.human.add_collaborator(REPO, "mona", "write")
-    pushed = world.repository.human.push(REPO, BRANCH, {"greeting.txt": "hello, world\n"}, login="mona")
-    await world.settled()
+    pushed = await world.push(BRANCH, {"greeting.txt": "hello, world\n"}, login="mona")
     assert world.head() == pushed["sha"]
     await world.ci_reports(pushed["sha"], failing_tests())
-    assert world.fix_prompts() == [] and world.ci_requests() == [] and world.head() == pushed["sha"]
+    assert world.fix_prompts() == [] and world.requests("ci") == [] and world.head() == pushed["sha"]
 
 
 # --------------------------------------------------------------------------- the handler's pure rules

@@ -32,7 +32,7 @@ import yaml
 from gidgethub import sansio
 from sqlmodel import col, select
 
-from bot.core.labels import is_state_label
+from bot.core.labels import is_state_label, label_for
 from bot.edges.github.client import GitHubApp
 from bot.edges.store import db, deliveries, runs
 from bot.edges.store.models import Run
@@ -323,8 +323,11 @@ async def test_the_trigger_label_plans_the_issue_and_posts_one_gate_comment(worl
     assert "```mermaid" in gate["body"] and "`/approve`" in gate["body"]
     assert run.gate_comment_id == gate["id"]
     assert_state_label(world, "lanebot:awaiting-approval")
-    assert {"lanebot:planning", "lanebot:running", "lanebot:failed"} <= set(world.github.repository_labels())
-    assert world.github.repository.label_colour("lanebot:planning") != "ededed"  # created with its colour
+    # The state labels the run reached, with lanebot's colours; none it has not reached yet.
+    labels = set(world.github.repository_labels())
+    assert {"lanebot:planning", "lanebot:awaiting-approval"} <= labels and "lanebot:running" not in labels
+    assert world.github.repository.label_colour("lanebot:planning") == label_for("planning").color
+    assert world.github.repository.label_colour("lanebot:awaiting-approval") == label_for("awaiting_approval").color
     [prompt] = world.prompts()
     assert "Tokens for the new syntax" not in prompt and "src/lexer.py" in prompt  # tracked paths reached it
 

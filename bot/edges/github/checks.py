@@ -91,10 +91,8 @@ async def start_check(
     external: str,
     title: str,
     summary: str,
-    look_first: bool = True,
 ) -> int:
-    """An `in_progress` check run on `head_sha`: the one already there (looked for when `look_first`),
-    else a new one. Its id.
+    """An `in_progress` check run on `head_sha`: the one already there, else a new one. Its id.
 
     A 5xx on the create may have made it all the same: it is looked for again (by name and
     external id) before it is asked for again, up to CREATE_ATTEMPTS times."""
@@ -106,7 +104,6 @@ async def start_check(
         external=external,
         title=title,
         summary=summary,
-        look_first=look_first,
     )
     return started.id
 
@@ -171,12 +168,12 @@ async def report_check(
     report: CheckReport,
     look_first: bool = False,
 ) -> int:
-    """A check run made completed with `report` on `head_sha`, in one request: for a result on a
-    commit no earlier check run of this attempt is on (a lane's new head). Its id.
+    """A check run made completed with `report` on `head_sha`, in one request: for a step that
+    reports only its result (a lane's attempt, on the commit it ended on). Its id.
 
-    With `look_first` (an earlier life of the step may have reported on this very commit before
-    lanebot was killed) the check run already there is completed with `report` instead, so GitHub
-    does not show it twice. After a 5xx it is looked for (by name, external id and the report's
+    With `look_first` (an earlier attempt of the step may have reported on this very commit: one
+    that failed, or one lanebot was killed in after it reported) the check run already there is
+    completed with `report` instead, so GitHub does not show it twice. After a 5xx it is looked for (by name, external id and the report's
     summary, which names the attempt) before it is asked for again."""
     if look_first:
         existing = await find_check(client, repository, head_sha, name, external)

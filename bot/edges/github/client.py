@@ -40,7 +40,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -631,6 +631,16 @@ async def find_comment_by_marker(
     url_vars: dict[str, str | int] = {"owner": owner, "repo": name, "issue_number": issue_number, "per_page": 100}
     comment: dict[str, Any]
     async for comment in client.getiter(url, url_vars):
+        if marked_comment([comment], marker, author=author) is not None:
+            return comment
+    return None
+
+
+def marked_comment(
+    comments: Iterable[dict[str, Any]], marker: str, *, author: str | None = None
+) -> dict[str, Any] | None:
+    """The first of `comments` written by a bot (or by `author`) that contains `marker`."""
+    for comment in comments:
         user = comment.get("user") or {}
         written_by_us = user.get("login") == author if author is not None else user.get("type") == "Bot"
         if written_by_us and marker in (comment.get("body") or ""):

@@ -154,7 +154,16 @@ def _refuse_loop(chain: Sequence[tuple[ConfigLocation, Mapping[str, Any]]], targ
 
 
 async def read_file(client: GitHubAPI, location: ConfigLocation, ref: str | None = None) -> str | None:
-    """The file's text from the contents API (default branch unless `ref`), None on a 404."""
+    """The file's text from the contents API (default branch unless `ref`), None on a 404.
+
+    A file read at a commit's full sha is kept (in this process): what a commit holds never
+    changes, so the next read of it there costs no request. A 404 is not kept: it may mean the
+    installation could not see the repository then."""
+    key = (location.owner.casefold(), location.repo.casefold(), location.path, ref)
+    if ref is not None and FULL_SHA.fullmatch(ref):
+        kept = _AT_COMMIT.get(key)
+        if kept is not None:
+            return kept
     try:
         item = await client.getitem(
             "/repos/{owner}/{repo}/contents/{+path}{?ref}",
@@ -164,7 +173,17 @@ async def read_file(client: GitHubAPI, location: ConfigLocation, ref: str | None
         if error.status_code == 404:
             return None
         raise
-    return _decoded(item, location)
+    text = _decoded(item, location)
+    if ref is not None and FULL_SHA.fullmatch(ref):
+        _AT_COMMIT[key] = text
+        while len(_AT_COMMIT) > _AT_COMMIT_LIMIT:
+            _AT_COMMIT.pop(next(iter(_AT_COMMIT)), None)  # the oldest
+    return text
+
+
+FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_AT_COMMIT_LIMIT = 256  # files (each at most 1 MB by the contents API; workflow files are small)
+_AT_COMMIT: dict[tuple[str, str, str, str | None], str] = {}
 
 
 def _decoded(item: Any, location: ConfigLocation) -> str:

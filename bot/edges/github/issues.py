@@ -15,15 +15,16 @@ does one thing. Two rules from DESIGN.md live here:
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
 from gidgethub import BadRequest, GitHubBroken
 from gidgethub.abc import GitHubAPI
 
-from bot.core.labels import LabelChanges, label_changes, missing_labels
+from bot.core.labels import LabelChanges, label_changes, restyle, trigger_label
 from bot.core.lifecycle import RunState
-from bot.edges.github.client import find_comment_by_marker
+from bot.edges.github.client import find_comment_by_marker, marked_comment
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ __all__ = [
     "EYES",
     "add_reaction",
     "edit_comment_if_there",
-    "ensure_labels",
+    "ensure_trigger_label",
     "get_comment",
     "issue_labels",
     "list_comments",
@@ -111,11 +112,13 @@ async def post_or_update_marked_comment(
     *,
     marker: str,
     author: str | None = None,
+    listed: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """lanebot's comment holding `marker` on the issue, made to read `body`.
 
-    Looks for the comment first (written by a bot, or by `author`); edits it when its body
-    differs, creates it when there is none. `body` must contain `marker`. When a POST's answer
+    Looks for the comment first (written by a bot, or by `author`; in `listed`, the issue's
+    comments as the caller read them since anything could have made it, when given); edits it
+    when its body differs, creates it when there is none. `body` must contain `marker`. When a POST's answer
     is lost (a transport error after the request left) or is a 5xx (GitHub may have made the
     comment all the same), the comment is looked for again before anything is posted again, up to
     POST_ATTEMPTS times; then the last error is raised.
@@ -124,8 +127,11 @@ async def post_or_update_marked_comment(
         raise ValueError(f"the comment body must contain its marker {marker!r}, so it can be found again")
     owner, name = split_repository(repository)
     lost: httpx.TransportError | GitHubBroken | None = None
-    for _ in range(POST_ATTEMPTS):
-        existing = await find_comment_by_marker(client, repository, issue_number, marker, author=author)
+    for attempt in range(POST_ATTEMPTS):
+        if attempt == 0 and listed is not None:
+            existing = marked_comment(listed, marker, author=author)
+        else:
+            existing = await find_comment_by_marker(client, repository, issue_number, marker, author=author)
         if existing is not None:
             if existing.get("body") == body:
                 return existing
@@ -167,28 +173,26 @@ async def add_reaction(client: GitHubAPI, repository: str, comment_id: int, cont
 # --------------------------------------------------------------------------- labels
 
 
-async def ensure_labels(client: GitHubAPI, repository: str, trigger: str) -> tuple[str, ...]:
-    """Create the trigger and state labels the repository lacks; the names created.
-
-    A label created meanwhile by someone else (422 `already_exists`) is fine.
-    """
+async def ensure_trigger_label(client: GitHubAPI, repository: str, trigger: str) -> bool:
+    """Create the trigger label when the repository lacks it (so people can pick it); whether it
+    was created. One read when it is there. A label created meanwhile by someone else
+    (422 `already_exists`) is fine. The state labels are made as runs reach them (`set_state_label`)."""
     owner, name = split_repository(repository)
-    url = "/repos/{owner}/{repo}/labels{?per_page}"
-    existing = [
-        label["name"] async for label in client.getiter(url, {"owner": owner, "repo": name, "per_page": _PER_PAGE})
-    ]
-    created = []
-    for spec in missing_labels(existing, trigger):
-        try:
-            await client.post("/repos/{owner}/{repo}/labels", {"owner": owner, "repo": name}, data=spec.to_api())
-        except BadRequest as error:
-            if not _already_exists(error):
-                raise
-            continue
-        created.append(spec.name)
-    if created:
-        log.info("created labels %s in %s", ", ".join(created), repository)
-    return tuple(created)
+    spec = trigger_label(trigger)
+    try:
+        await client.getitem("/repos/{owner}/{repo}/labels/{name}", {"owner": owner, "repo": name, "name": spec.name})
+        return False
+    except BadRequest as error:
+        if error.status_code != 404:
+            raise
+    try:
+        await client.post("/repos/{owner}/{repo}/labels", {"owner": owner, "repo": name}, data=spec.to_api())
+    except BadRequest as error:
+        if not _already_exists(error):
+            raise
+        return False
+    log.info("created the label %s in %s", spec.name, repository)
+    return True
 
 
 def _already_exists(error: BadRequest) -> bool:
@@ -222,10 +226,29 @@ async def set_state_label(
     changes = label_changes(current, state)
     issue: dict[str, str | int] = {"owner": owner, "repo": name, "issue_number": issue_number}
     url = "/repos/{owner}/{repo}/issues/{issue_number}/labels"
+    held: Any = None
     if changes.remove:
         gone = {label.casefold() for label in changes.remove}
         kept = [label for label in current if label.casefold() not in gone]
-        await client.put(url, issue, data={"labels": [*kept, *changes.add]})
+        held = await client.put(url, issue, data={"labels": [*kept, *changes.add]})
     elif changes.add:
-        await client.post(url, issue, data={"labels": list(changes.add)})
+        held = await client.post(url, issue, data={"labels": list(changes.add)})
+    await _restyle_new_labels(client, repository, held if isinstance(held, list) else [], changes.add)
     return changes
+
+
+async def _restyle_new_labels(
+    client: GitHubAPI, repository: str, held: list[dict[str, Any]], added: Iterable[str]
+) -> None:
+    """Give lanebot's look to a state label GitHub has just made for the issue (grey, bare)."""
+    owner, name = split_repository(repository)
+    wanted = {label.casefold() for label in added}
+    for label in held:
+        spec = restyle(label) if str(label.get("name", "")).casefold() in wanted else None
+        if spec is None:
+            continue
+        await client.patch(
+            "/repos/{owner}/{repo}/labels/{name}",
+            {"owner": owner, "repo": name, "name": str(label["name"])},
+            data={"color": spec.color, "description": spec.description},
+        )

@@ -165,6 +165,9 @@ class Run(SQLModel, table=True):
     held_by: str | None = Field(default=None)
     held_reason: str | None = _text()
     held_at: datetime | None = _timestamp(nullable=True)
+    # The state whose label lanebot last set on the issue (a hint: a label a person changed since
+    # is put right at the next state change, as it always was).
+    labelled_state: str | None = Field(default=None)
     created_at: datetime = _timestamp()
     updated_at: datetime = _timestamp()
     # "owner/name#issue" while the run holds its issue, NULL after: a UNIQUE column allows many

@@ -143,6 +143,23 @@ def run_for_pull(engine: Engine, repository: str, pr_number: int) -> Run | None:
         return db.exec(query).first()
 
 
+def runs_with_open_pull(engine: Engine, repository: str) -> list[Run]:
+    """The runs of `repository` whose pull request is open as far as lanebot knows (done, holding
+    their issue: a merge releases it, a close unmerged cancels the run), oldest first."""
+    query = (
+        select(Run)
+        .where(
+            func.lower(Run.repository) == repository.lower(),
+            Run.state == "done",
+            col(Run.active_key).is_not(None),
+            col(Run.pr_number).is_not(None),
+        )
+        .order_by(col(Run.id))
+    )
+    with session(engine) as db:
+        return list(db.exec(query).all())
+
+
 def unfinished_runs(engine: Engine) -> list[Run]:
     """Runs that still have work to do (what start-up reconciles), oldest first."""
     query = select(Run).where(col(Run.state).in_(UNFINISHED_RUN_STATES)).order_by(col(Run.id))

@@ -10,6 +10,7 @@ from gidgethub import routing
 from bot.web.handlers import (
     access,
     base_conflict,
+    base_moved,
     check_run,
     check_suite,
     installation,
@@ -24,6 +25,7 @@ from bot.web.handlers import (
 router = routing.Router(
     access.router,
     base_conflict.router,
+    base_moved.router,
     check_run.router,
     check_suite.router,
     installation.router,

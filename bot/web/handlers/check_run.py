@@ -11,9 +11,10 @@ to command lanebot on the repository is obeyed; anyone else, and bots, are ignor
 line (there is no issue thread to answer on from a check run). A request the run cannot take
 (it is not blocked, that lane did not fail) is ignored the same way.
 
-GitHub never reopens a completed check run, so the retry reports on a new check run (on the
-same commit, or on the lane's new head when the attempt commits); the clicked one is edited to
-say who asked, and loses its button so nobody asks twice. What was asked is stored as a
+The clicked check run is edited to say who asked, and loses its button so nobody asks twice.
+A lane's retry reports once, when it is done: on a new check run on the lane's new head when
+the attempt commits, or, when it ends on the same commit, by completing the clicked one again
+with its result (GitHub shows one check run per name and commit, not two). What was asked is stored as a
 `check_rerun` run event before the retry is handed to the background jobs.
 """
 
