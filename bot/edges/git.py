@@ -189,6 +189,11 @@ class GitError(RuntimeError):
         return message
 
 
+class PushRejected(GitError):
+    """A push the remote refused because its branch is no longer where the push expected it
+    (`--force-with-lease` found it moved): fetch, then decide again."""
+
+
 class RefNotFound(LookupError):
     """A ref named neither a branch on the remote (as last fetched) nor a commit in the mirror."""
 
@@ -332,6 +337,8 @@ _TASK_LOCKS: dict[Path, asyncio.Lock] = {}
 # Per mirror, in this process: fetches begun and the ticket of the last that succeeded.
 _FETCHES_BEGUN: dict[Path, int] = {}
 _FETCHES_DONE: dict[Path, int] = {}
+# Per mirror and branch: the sha this process last pushed there (`Mirror.note_pushed`).
+_PUSHED_HERE: dict[tuple[Path, str], str] = {}
 # Per mirror: the config file's stamp when its remote URL was last found (or set) to be this URL.
 _URL_CHECKED: dict[Path, tuple[tuple[int, int, int], str]] = {}
 
@@ -413,6 +420,26 @@ class Mirror:
         """The commit sha of `ref`: a branch on the remote as last fetched, else a commit sha."""
         await self._ready()
         return await self._resolve(ref)
+
+    async def has_commits(self, shas: Iterable[str]) -> bool:
+        """Whether every full sha of `shas` names a commit in the mirror's object store."""
+        shas = list(shas)
+        if not all(isinstance(sha, str) and _FULL_SHA.fullmatch(sha) for sha in shas):
+            return False
+        if not shas:
+            return True
+        await self._ready()
+        lookup = "".join(f"{sha}^{{commit}}\n" for sha in shas)
+        found = await git("cat-file", "--batch-check=%(objecttype)", cwd=self.path, input=lookup.encode())
+        return found.stdout.split() == ["commit"] * len(shas)
+
+    def note_pushed(self, branch: str, sha: str) -> None:
+        """Remember that this process pushed `branch` to `sha` (see `pushed_here`)."""
+        _PUSHED_HERE[(self.path, branch)] = sha
+
+    def pushed_here(self, branch: str) -> str | None:
+        """The sha this process last pushed `branch` to (`note_pushed`), or None."""
+        return _PUSHED_HERE.get((self.path, branch))
 
     async def tracked_paths(self, ref: str) -> list[str]:
         """Every file path in the tree of `ref`."""
@@ -729,7 +756,8 @@ class Worktree:
     async def push(self, branch: str, *, force: bool = False, expected: str | None = None) -> None:
         """Push local `branch` to the same branch on the remote as the installation. With `expected`
         the push replaces the remote branch only if it is still at that sha ('' for: does not
-        exist yet); with `force` alone it replaces whatever is there."""
+        exist yet); with `force` alone it replaces whatever is there. Raises `PushRejected` when
+        the lease found the remote branch elsewhere."""
         self.mirror._check_branch_name(branch)
         ref = f"refs/heads/{branch}"
         options = []
@@ -739,9 +767,19 @@ class Worktree:
             options.append(f"--force-with-lease={ref}:{expected}")
         refspec = f"+{ref}:{ref}" if force and expected is None else f"{ref}:{ref}"
         async with self.mirror._locked():
-            await self._git(
-                "push", "--quiet", "--no-verify", *options, REMOTE, refspec, credentials=await self.mirror.credentials()
+            pushed = await self._git(
+                "push",
+                "--quiet",
+                "--no-verify",
+                *options,
+                REMOTE,
+                refspec,
+                credentials=await self.mirror.credentials(),
+                check=False,
             )
+        if pushed.returncode != 0:
+            kind = PushRejected if expected is not None and "(stale info)" in pushed.stderr else GitError
+            raise kind(pushed.argv, pushed.returncode, pushed.stderr, cwd=self.path, stdout=pushed.stdout)
 
     async def _git(
         self,

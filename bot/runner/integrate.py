@@ -11,7 +11,10 @@ merge a crash interrupted is simply redone from there; nothing merges twice):
   unmerged and no file *contains* a conflict marker (contents are read: staging hides them);
 - the branch is pushed after the batch (barrier) or after every merge (eager), and lanes are
   marked merged only once the push that holds them succeeded. Under barrier a conflict stops
-  the batch (later lanes of the round would merge onto a tree that depends on timing).
+  the batch (later lanes of the round would merge onto a tree that depends on timing);
+- the batch starts without a fetch when the branch as last fetched is where this process last
+  pushed it and every lane head is in the mirror; a push whose lease finds the branch moved
+  fetches and merges what is left of the batch again, onto the branch as it is now.
 
 `integrate_run` (the integrate job), after the last merge: one integrate session on the joined
 branch (it writes the PR's title and body to `.lanebot/pr.md`, which is never committed), then
@@ -45,7 +48,7 @@ from bot.core.names import integration_branch, lane_branch, merge_message
 from bot.edges.agents import AgentConfigError, AgentRequest, AgentResult, make_agent
 from bot.edges.executor import Job
 from bot.edges.files import WorktreeFileError, read_worktree_file, remove_worktree_file, write_worktree_file
-from bot.edges.git import Worktree, git
+from bot.edges.git import PushRejected, Worktree, git
 from bot.edges.github.checks import begin_check, finish_check
 from bot.edges.github.issues import split_repository
 from bot.edges.store import runs as store
@@ -80,6 +83,7 @@ INTEGRATION_WORKTREE = "_integration"  # unit ids are slugs, which never start w
 # How often a pull request is asked for when GitHub answers 5xx and none is open afterwards.
 PULL_ATTEMPTS = 3
 HOLD_POLL_S = 2.0  # how often a session that waits for `/unhold` looks at the run
+LEASE_TRIES = 3  # how often a batch is merged onto an integration branch that moved on the remote
 
 
 # --------------------------------------------------------------------------- merging
@@ -106,23 +110,59 @@ class _Merger:
         self.merged_units = {lane.unit_id for lane in all_lanes if lane.state == "merged"}
         self.pushed = ""
         self.worktree: Worktree | None = None
+        self.settled: set[int | None] = set()  # lanes this batch recorded as merged or failed
+        self.stopped_at: int | None = None  # under barrier, the lane whose conflict stopped the batch
 
     async def merge(self, batch: Sequence[Lane]) -> None:
+        fetch = not await self._known_current(batch)
+        for tries in range(1, LEASE_TRIES + 1):
+            if fetch:
+                await self.rt.mirror.fetch()
+            pushed = await remote_sha(self.rt.mirror, self.branch)
+            if pushed is None:
+                raise RuntimeError(
+                    f"the integration branch {self.branch} is not on the remote; reconcile pushes it first"
+                )
+            self.pushed = pushed
+            left = self._left(batch)
+            await db(
+                store.append_event,
+                self.rt.engine,
+                self.rt.run.id,
+                "merging",
+                {"units": [lane.unit_id for lane in left], "onto": pushed},
+            )
+            self.worktree = await fresh_integration_worktree(self.rt, pushed)
+            try:
+                await self._merge_each(left)  # the worktree stays for the next round (see fresh_integration_worktree)
+                return
+            except PushRejected:
+                if tries == LEASE_TRIES:
+                    raise
+                # The branch moved on the remote since it was last fetched: merge again onto it.
+                log.info("%s moved on the remote; fetching and merging again", self.branch)
+                fetch = True
+
+    def _left(self, batch: Sequence[Lane]) -> list[Lane]:
+        """What of the batch is still to merge: neither merged nor failed, and before a conflict
+        that stopped it."""
+        left = []
+        for lane in batch:
+            if lane.id == self.stopped_at:
+                break
+            if lane.id not in self.settled:
+                left.append(lane)
+        return left
+
+    async def _known_current(self, batch: Sequence[Lane]) -> bool:
+        """Whether the mirror already knows what the batch needs without a fetch: the integration
+        branch as last fetched is where this process last pushed it, and every lane's head is here.
+        The push's lease catches a branch that moved meanwhile (`merge` then fetches and merges again)."""
         mirror = self.rt.mirror
-        await mirror.fetch()
-        pushed = await remote_sha(mirror, self.branch)
-        if pushed is None:
-            raise RuntimeError(f"the integration branch {self.branch} is not on the remote; reconcile pushes it first")
-        self.pushed = pushed
-        await db(
-            store.append_event,
-            self.rt.engine,
-            self.rt.run.id,
-            "merging",
-            {"units": [lane.unit_id for lane in batch], "onto": pushed},
-        )
-        self.worktree = await fresh_integration_worktree(self.rt, pushed)
-        await self._merge_each(batch)  # the worktree stays for the next round (see fresh_integration_worktree)
+        here = mirror.pushed_here(self.branch)
+        if here is None or await remote_sha(mirror, self.branch) != here:
+            return False
+        return await mirror.has_commits(lane.head_sha or "" for lane in batch)
 
     async def _merge_each(self, batch: Sequence[Lane]) -> None:
         held: list[Lane] = []  # in the local branch, not yet recorded as merged
@@ -134,6 +174,7 @@ class _Merger:
             elif await self._merge_one(lane):
                 held.append(lane)
             elif not self.eager:
+                self.stopped_at = lane.id
                 break
             if self.eager and held:
                 await self._publish(held)
@@ -162,6 +203,7 @@ class _Merger:
             paths=tuple(conflicted),
         )
         await db(store.set_lane_state, self.rt.engine, lane.id, "finished", "failed", failure=failure.to_text())
+        self.settled.add(lane.id)
         return False
 
     async def _resolve(self, lane: Lane, conflicted: list[str]) -> str | None:
@@ -193,9 +235,11 @@ class _Merger:
         head = await self.worktree.head()
         if head != self.pushed:
             await self.worktree.push(self.branch, expected=self.pushed)
+            self.rt.mirror.note_pushed(self.branch, head)
             self.pushed = head
         for lane in held:
             await db(store.set_lane_state, self.rt.engine, lane.id, "finished", "merged")
+            self.settled.add(lane.id)
         held.clear()
 
 

@@ -20,12 +20,13 @@ An attempt (`run_lane`, one executor job identified by run, unit and attempt num
    in a jail (bot.runner.jailing: no network unless `build.network`), with the lane's timeout;
    the tail of its output is kept. Without a working jail (and no LANEBOT_UNJAILED=1) the
    attempt fails before its agent starts, saying why and how to install bubblewrap;
-7. the lane branch pushed (also after a failure, so the next attempt and humans see it), the
-   head recorded, and the attempt's one check run `lanebot / <unit>` made, completed with its
-   result, on the commit the attempt ended on (its new head, or its start when it committed
-   nothing); a failure that leaves no retry offers the check run's `Retry lane` button. No check
-   run is in progress meanwhile (the progress comment shows which lanes run), and an attempt the
-   host interrupted reports nothing: the lane runs again and that attempt reports.
+7. the lane branch pushed (also after a failure, so the next attempt and humans see it; after an
+   agent that succeeded, while ownership and the check are judged), the head recorded, and the
+   attempt's one check run `lanebot / <unit>` made, completed with its result, on the commit the
+   attempt ended on (its new head, or its start when it committed nothing); a failure that
+   leaves no retry offers the check run's `Retry lane` button. No check run is in progress
+   meanwhile (the progress comment shows which lanes run), and an attempt the host interrupted
+   reports nothing: the lane runs again and that attempt reports.
 
 The outcome is written to the lane's row (compare-and-set from `running`): `finished`, or back
 to `pending` with the failure while retries remain, or `failed`. The lane's state is written
@@ -299,9 +300,16 @@ async def _drain(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
 
 
 async def _exit(process: asyncio.subprocess.Process) -> int:
-    # Not process.wait(): that also waits for the pipes, which a left-behind child may hold open.
-    while process.returncode is None:
-        await asyncio.sleep(_POLL_S)
+    # Not process.wait() alone: that also waits for the pipes, which a left-behind child may hold
+    # open. It answers at the exit in the usual case; the poll catches the other.
+    waiter = asyncio.ensure_future(process.wait())
+    try:
+        while process.returncode is None and not waiter.done():
+            await asyncio.wait({waiter}, timeout=_POLL_S)
+    finally:
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+    assert process.returncode is not None
     return process.returncode
 
 
@@ -407,6 +415,8 @@ class _Attempt:
         self.ended_on: str | None = None  # the commit on GitHub a report of this attempt goes on
         self.cache: Path | None = None  # the lane cache ($LANEBOT_CACHE), once the worktree is cut
         self.lane_env: dict[str, str] = {}
+        self.lane_head_on_remote: asyncio.Future[str | None] | None = None  # what the push's lease expects
+        self.pushing: asyncio.Future[None] | None = None  # the push begun once the agent succeeded
 
     @property
     def transcript(self) -> Path:
@@ -460,22 +470,53 @@ class _Attempt:
         refused = await jail_problem(self.rt.context.settings)
         if refused is not None:  # before the agent: its work could not be checked
             return _Outcome(failure=LaneFailure(FailureKind.ERROR, refused, self.attempt))
-        await mirror.fetch()
-        pushed = await remote_sha(mirror, self.branch)
-        start = pushed if pushed and self.attempt > 1 and await is_ancestor(mirror, base, pushed) else base
-        worktree = await add_worktree(mirror, self.rt.worktree_path(self.unit.id), branch=self.branch, start=start)
+        if self.attempt == 1 and await mirror.has_commits([base]):
+            # A first attempt starts at its base whatever the remote holds, and the base is here (the
+            # fetch that recorded it brought it): the cut waits for no fetch. The lane branch's remote
+            # head, which the push's lease expects, comes from a fetch begun now, while the agent works.
+            start = base
+            worktree = await add_worktree(mirror, self.rt.worktree_path(self.unit.id), branch=self.branch, start=start)
+            self.lane_head_on_remote = asyncio.ensure_future(self._remote_lane_head())
+        else:
+            pushed = await self._remote_lane_head()
+            start = pushed if pushed and self.attempt > 1 and await is_ancestor(mirror, base, pushed) else base
+            worktree = await add_worktree(mirror, self.rt.worktree_path(self.unit.id), branch=self.branch, start=start)
+            self.lane_head_on_remote = asyncio.get_running_loop().create_future()
+            self.lane_head_on_remote.set_result(pushed)
         self.ended_on = start
-        async with held_ports(self.rt.workdir, self.rt.workflow.build.ports) as ports:
-            await self._prepare_lane_env(worktree.path, ports)
-            outcome, check_output = await self._build(worktree, base)
-            await self._tear_down(worktree.path)
-        if outcome.failure is not None and self._disk_was_full(outcome.failure):
-            if await self._interrupted_by("the work disk is full", None):
-                raise _AttemptInterrupted
-        await worktree.push(self.branch, expected=pushed or "")
+        try:
+            async with held_ports(self.rt.workdir, self.rt.workflow.build.ports) as ports:
+                await self._prepare_lane_env(worktree.path, ports)
+                outcome, check_output = await self._build(worktree, base)
+                await self._tear_down(worktree.path)
+            if outcome.failure is not None and self._disk_was_full(outcome.failure):
+                if self.pushing is not None:  # the commit is pushed whatever the check met
+                    await asyncio.gather(self.pushing, return_exceptions=True)
+                if await self._interrupted_by("the work disk is full", None):
+                    raise _AttemptInterrupted
+            await (self.pushing or self._push(worktree))
+        finally:
+            for task in (self.lane_head_on_remote, self.pushing):
+                if task is not None and not task.done():
+                    task.cancel()
+            await asyncio.gather(*(t for t in (self.lane_head_on_remote, self.pushing) if t), return_exceptions=True)
         self.ended_on = outcome.head
         await self._report(outcome, check_output)
         return outcome
+
+    async def _remote_lane_head(self) -> str | None:
+        """The lane branch on the remote, fetched now."""
+        await self.rt.mirror.fetch()
+        return await remote_sha(self.rt.mirror, self.branch)
+
+    async def _push(self, worktree: Worktree) -> None:
+        """The lane branch pushed, replacing only what was on the remote when the attempt began."""
+        assert self.lane_head_on_remote is not None
+        try:
+            pushed = await self.lane_head_on_remote
+        except Exception:  # a blip while the agent worked must not lose its work: ask once more
+            pushed = await self._remote_lane_head()
+        await worktree.push(self.branch, expected=pushed or "")
 
     async def _build(self, worktree: Worktree, base: str) -> tuple[_Outcome, str | None]:
         """Set-up, the agent, its commit and the judgement: the outcome and the check's output."""
@@ -484,6 +525,9 @@ class _Attempt:
             return _Outcome(head=await worktree.head(), failure=set_up), None
         result = await self._run_agent(worktree.path)
         head = await worktree.commit_all(self._commit_message(), self.rt.identity) or await worktree.head()
+        if not isinstance(result, str) and result.ok:
+            # Pushed while ownership and the check are judged: the push comes whatever they find.
+            self.pushing = asyncio.ensure_future(self._push(worktree))
         diff = await worktree.diff_stat(base)
         outcome = _Outcome(head=head, changed=[change.path for change in diff], diff=diff)
         return outcome, await self._judge(result, outcome, worktree)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.edges.git import Credentials, GitError, Identity, Mirror, RefNotFound, git, git_environment
+from bot.edges.git import Credentials, GitError, Identity, Mirror, PushRejected, RefNotFound, git, git_environment
 from tests.process_helpers import gone, processes_with
 
 pytestmark = pytest.mark.anyio
@@ -619,9 +619,10 @@ async def test_push_refuses_to_overwrite_work_it_has_not_seen(mirror: Mirror, re
     ours = await tree.commit_all("ours", LANEBOT)
     theirs = remote.commit({"theirs.txt": "theirs\n"}, "someone else pushed meanwhile")
 
-    with pytest.raises(GitError, match="rejected"):
+    with pytest.raises(GitError, match="rejected") as plain:
         await tree.push("main")
-    with pytest.raises(GitError, match="stale info"):
+    assert not isinstance(plain.value, PushRejected)  # no lease: a refusal of another kind
+    with pytest.raises(PushRejected, match="stale info"):
         await tree.push("main", expected=seen)
     assert remote.sha("main") == theirs
 
@@ -653,6 +654,29 @@ async def test_push_with_an_empty_expectation_only_creates(mirror: Mirror, remot
     assert remote.sha("lane-new") == await new.head()
     with pytest.raises(ValueError, match="not a full commit sha"):
         await tree.push("lane-a", expected="abc")
+
+
+async def test_has_commits_says_whether_every_commit_is_in_the_mirror(mirror: Mirror, remote: Remote):
+    await mirror.fetch()
+    known = await mirror.resolve("main")
+    unfetched = remote.commit({"later.txt": "later\n"}, "pushed after the fetch")
+
+    assert await mirror.has_commits([known])
+    assert await mirror.has_commits([])
+    assert not await mirror.has_commits([known, unfetched])
+    assert not await mirror.has_commits(["main"])  # names are not commits here: only full shas
+    await mirror.fetch()
+    assert await mirror.has_commits([known, unfetched])
+
+
+async def test_what_this_process_pushed_is_remembered_per_mirror_and_branch(mirror: Mirror, tmp_path: Path):
+    assert mirror.pushed_here("lanebot/5") is None
+    mirror.note_pushed("lanebot/5", "a" * 40)
+
+    assert mirror.pushed_here("lanebot/5") == "a" * 40
+    assert mirror.pushed_here("lanebot/6") is None
+    other = Mirror(tmp_path / "other-work", "octo/repo", str(tmp_path / "remote.git"))
+    assert other.pushed_here("lanebot/5") is None
 
 
 # --- the environment --------------------------------------------------------------------------

@@ -325,6 +325,38 @@ async def test_eager_starts_a_dependent_lane_as_soon_as_its_need_merged_without_
 
 
 @pytest.mark.anyio
+async def test_a_merge_onto_an_integration_branch_that_moved_on_the_remote_fetches_and_merges_onto_it(
+    tmp_path, monkeypatch, sqlite_url
+):
+    # The first merge pushes the branch; before the second, someone else pushes a commit onto it.
+    # The second merge skips the fetch (this process pushed last): its lease is refused, so it
+    # fetches and merges onto their commit, and nothing is lost or merged twice.
+    async with world(tmp_path, monkeypatch, sqlite_url, build={"agent": "recipe", "schedule": "eager"}) as w:
+        run_id = approved_run(w.context.engine, WORKED_EXAMPLE)
+        branch = integration_branch(ISSUE)
+        merge, merges = orchestrator.merge_lanes, []
+
+        async def someone_pushes_between_merges(context, job):
+            if len(merges) == 1:
+                tree = run_git("rev-parse", f"{branch}^{{tree}}", cwd=w.bare).strip()
+                theirs = run_git("commit-tree", tree, "-p", branch, "-m", "Someone else's commit", cwd=w.bare).strip()
+                run_git("update-ref", f"refs/heads/{branch}", theirs, cwd=w.bare)
+            merges.append(job.units)
+            await merge(context, job)
+
+        monkeypatch.setattr(orchestrator, "merge_lanes", someone_pushes_between_merges)
+
+        assert await w.drive(run_id) == "done"
+
+        assert len(merges) >= 2
+        subjects = first_parent_subjects(w.bare, branch)
+        assert "Someone else's commit" in subjects
+        lane_merges = [s for s in subjects if s.startswith("Merge lane")]
+        assert sorted(lane_merges) == sorted(f"Merge lane '{spec['id']}' of #{ISSUE}" for spec in WORKED_EXAMPLE)
+        assert all(w.lane(run_id, spec["id"]).state == "merged" for spec in WORKED_EXAMPLE)
+
+
+@pytest.mark.anyio
 async def test_verify_failing_gets_a_repair_session_shown_the_failure_and_the_pr_takes_the_integrators_text(
     tmp_path, monkeypatch, sqlite_url
 ):

@@ -477,11 +477,19 @@ async def stop_process_group(process: asyncio.subprocess.Process, grace_s: float
 async def _exit_of(process: asyncio.subprocess.Process) -> int:
     """The process's exit status once it exited.
 
-    Not `process.wait()`: asyncio answers that only once the output pipes are closed too, and a
-    child the agent left behind can hold them open long after the agent itself exited.
+    Not `process.wait()` alone: asyncio answers that only once the output pipes are closed too, and
+    a child the agent left behind can hold them open long after the agent itself exited.
     """
-    while process.returncode is None:
-        await asyncio.sleep(_EXIT_POLL_S)
+    if process.returncode is None:
+        # Woken by the exit itself in the usual case (its pipes close with it); polled otherwise.
+        waiter = asyncio.ensure_future(process.wait())
+        try:
+            while process.returncode is None and not waiter.done():
+                await asyncio.wait({waiter}, timeout=_EXIT_POLL_S)
+        finally:
+            waiter.cancel()
+            await asyncio.gather(waiter, return_exceptions=True)
+    assert process.returncode is not None
     return process.returncode
 
 
