@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.render.dashboard.links import check_run_url, issue_url, pull_url, web_url_for_api
-from bot.render.dashboard.runs import RunSummary, run_row
+from bot.render.dashboard.runs import RunSummary, held_words, run_row
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -53,3 +53,12 @@ def test_links_are_built_on_the_web_address_and_refuse_what_is_not_a_repository(
             issue_url(web, bad, 1)
     with pytest.raises(ValueError):
         pull_url(web, "octo/one", 0)
+
+
+def test_a_held_run_says_who_holds_it_in_the_list_and_why_on_its_page():
+    assert run_row(summary(held_by="octocat"), now=T0).state_words == "running, held by @octocat"
+    assert run_row(summary(), now=T0).state_words == "running"
+    assert held_words("octocat", T0, "the release is out") == (
+        "Held by @octocat since 2025-03-01 12:00 UTC: the release is out. No new session starts until /unhold."
+    )
+    assert held_words(None, None, None) is None

@@ -220,6 +220,20 @@ def test_the_run_page_holds_the_graph_svg_the_timeline_and_links(engine, workdir
     assert "the agent, 6 min" in api_row and "its check, 2 min" in api_row and 'class="merged"' in api_row
 
 
+def test_a_held_run_says_so_in_the_list_and_on_its_page_with_the_reason_escaped(engine, workdir):
+    ids = seed(engine, workdir)
+    store.update_run(engine, ids["octo/one"], held_by="ann", held_reason="<b>the release</b>", held_at=T0)
+    app = create_app(settings_for(engine, workdir), engine=engine)
+    with respx.mock(assert_all_called=False) as router, without_lifespan(app) as client:
+        github_mock(router)
+        sign_in(client)
+        listed = client.get("/dashboard").text
+        page = client.get(f"/dashboard/runs/{ids['octo/one']}").text
+    assert "running, held by @ann" in listed
+    assert "Held by @ann since 2025-" in page and "&lt;b&gt;the release&lt;/b&gt;" in page and "<b>the" not in page
+    assert "until /unhold" in page
+
+
 def test_an_attempt_renders_its_transcript_and_refuses_a_path_outside_the_workdir(engine, workdir):
     ids = seed(engine, workdir)
     app = create_app(settings_for(engine, workdir), engine=engine)

@@ -25,6 +25,7 @@ __all__ = [
     "Ticking",
     "cost_text",
     "duration_between",
+    "held_words",
     "run_row",
     "state_words",
     "ticking",
@@ -54,6 +55,7 @@ class RunSummary:
     output_tokens: int | None = None
     cost_usd: float | None = None
     pr_number: int | None = None
+    held_by: str | None = None  # `/hold`: who holds the run (it starts no new session), else None
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,14 @@ class RunRow:
 
 def state_words(state: str) -> str:
     return RunState(state).value.replace("_", " ")
+
+
+def held_words(held_by: str | None, held_at: datetime | None, reason: str | None) -> str | None:
+    """What the run page says of a `/hold`: who, since when and why; None when the run is not held."""
+    if held_by is None:
+        return None
+    why = f": {reason}" if reason else ""
+    return f"Held by @{held_by} since {when(held_at)}{why}. No new session starts until /unhold."
 
 
 def when(moment: datetime | None) -> str:
@@ -134,7 +144,7 @@ def run_row(run: RunSummary, *, now: datetime) -> RunRow:
         repository=run.repository,
         issue_number=run.issue_number,
         state=state.value,
-        state_words=state_words(state),
+        state_words=state_words(state) + (f", held by @{run.held_by}" if run.held_by else ""),
         started=when(run.created_at),
         duration=duration_between(run.created_at, end, now),
         lanes=f"{run.lanes_merged} / {run.lanes_total}" if run.lanes_total else NOT_RECORDED,

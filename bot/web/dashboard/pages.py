@@ -33,7 +33,16 @@ from bot.edges.store import runs as store
 from bot.edges.store.models import RUN_STATES, AgentSession
 from bot.render.dashboard.graph_svg import graph_svg
 from bot.render.dashboard.links import web_url_for_api
-from bot.render.dashboard.runs import RunSummary, cost_text, duration_between, run_row, state_words, tokens_text, when
+from bot.render.dashboard.runs import (
+    RunSummary,
+    cost_text,
+    duration_between,
+    held_words,
+    run_row,
+    state_words,
+    tokens_text,
+    when,
+)
 from bot.render.dashboard.transcript import parse_transcript
 from bot.runner.lanes import LaneFailure
 from bot.runner.sessions import host_name
@@ -279,6 +288,7 @@ class Dashboard:
             person=person,
             run=run,
             state=state_words(run.state),
+            held=held_words(run.held_by, run.held_at, run.held_reason),
             started=when(run.created_at),
             links=views.run_links(self.web_url, run),
             svg=svg,
@@ -511,6 +521,7 @@ def _summary(found: listing.RunListing) -> RunSummary:
         output_tokens=found.output_tokens,
         cost_usd=found.cost_usd,
         pr_number=run.pr_number,
+        held_by=run.held_by,
     )
 
 
