@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +60,16 @@ class World:
             (row.event, row.error) for row in deliveries.list_recent(self.engine, 500) if row.status != "processed"
         ]
         assert failed == []
+
+    async def delivered_until(self, condition: Callable[[], bool]) -> None:
+        """Deliveries handed to lanebot as they come, without waiting for its jobs, until `condition`."""
+        with anyio.fail_after(WAIT_LIMIT_SECONDS):
+            while not condition():
+                for headers, body in self.inbox.take():
+                    self.events.append(headers["X-GitHub-Event"])
+                    response = await self.client.post(WEBHOOK_PATH, content=body, headers=headers)
+                    assert response.status_code == 202, response.text
+                await anyio.sleep(0.05)
 
     async def push(self, branch: str, files: dict[str, str], *, login: str = MAINTAINER) -> dict[str, Any]:
         """A person's push of one commit of `files` onto `branch`, once all it set off has settled."""
@@ -111,7 +121,7 @@ def greeting_issue(brief: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def lanebots_pull_request(
+async def lanebot_world(
     engine: Engine,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -120,11 +130,10 @@ async def lanebots_pull_request(
     agent: str,
     agent_args: list[str],
     files: dict[str, str],
-    brief: str,
 ) -> AsyncIterator[W]:
-    """A repository holding `files` (its `.github/lanebot.yml` among them) whose issue 1, planned with
-    `brief`, lanebot has built to its open pull request; `agent` (Python source, run with `agent_args`)
-    is the `command` agent. The world is a `world_type`: World, or a test's own with more to ask."""
+    """lanebot running against a sandbox repository holding `files` (its `.github/lanebot.yml`
+    among them), nothing asked of it yet; `agent` (Python source, run with `agent_args`) is the
+    `command` agent. The world is a `world_type`: World, or a test's own with more to ask."""
     script = tmp_path / "agent.py"
     script.write_text(agent)
     workflows = make_workflow_dir(tmp_path, {}, [sys.executable, str(script), *agent_args])
@@ -144,10 +153,29 @@ async def lanebots_pull_request(
                 async with running(app) as client:
                     world = world_type(app, client, repository, inbox)
                     await world.settled()
-                    repository.open_issue("Greet people", greeting_issue(brief), login=MAINTAINER, labels=["lanebot"])
-                    await world.settled()
-                    await world.comment(1, "/approve")
-                    assert world.pull()["pull_request"]["head"] == BRANCH
                     yield world
             finally:
                 await app_github.aclose()
+
+
+@contextlib.asynccontextmanager
+async def lanebots_pull_request(
+    engine: Engine,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    world_type: type[W],
+    agent: str,
+    agent_args: list[str],
+    files: dict[str, str],
+    brief: str,
+) -> AsyncIterator[W]:
+    """`lanebot_world` whose issue 1, planned with `brief`, lanebot has built to its open pull request."""
+    async with lanebot_world(
+        engine, tmp_path, monkeypatch, world_type=world_type, agent=agent, agent_args=agent_args, files=files
+    ) as world:
+        world.repository.open_issue("Greet people", greeting_issue(brief), login=MAINTAINER, labels=["lanebot"])
+        await world.settled()
+        await world.comment(1, "/approve")
+        assert world.pull()["pull_request"]["head"] == BRANCH
+        yield world

@@ -18,9 +18,17 @@ from typing import Any
 
 import pytest
 
+from bot.edges.store import runs
 from bot.edges.store.models import RunEvent
-from bot.web.handlers.check_suite import ci_bot_login, heads_lanebot_pushed, lanebot_pull
-from tests.web.flow_helpers import BRANCH, REPO, World, lanebots_pull_request
+from bot.web.handlers.check_suite import (
+    CI_BEFORE_PULL,
+    ci_bot_login,
+    heads_lanebot_pushed,
+    lanebot_pull,
+    last_pushed_head,
+)
+from tests.lanes_helpers import run_git
+from tests.web.flow_helpers import BRANCH, MAINTAINER, REPO, World, greeting_issue, lanebot_world, lanebots_pull_request
 
 pytestmark = pytest.mark.anyio
 whole_run = pytest.mark.slow  # each builds an issue to its pull request first
@@ -148,6 +156,39 @@ async def test_failing_ci_on_lanebots_head_gets_two_fix_rounds_then_lanebot_stop
 
 
 @whole_run
+async def test_ci_that_failed_on_lanebots_head_before_its_pull_request_opened_gets_a_fix_once_it_opens(
+    engine, tmp_path, monkeypatch
+):
+    """CI that runs on push can finish before lanebot opens its pull request: GitHub's suite then
+    names no pull request. lanebot keeps it, and acts on it when its pull request opens."""
+    prompts = tmp_path / "fixer-prompts"
+    files = {"README.md": "# Hello\n", ".github/lanebot.yml": CONFIG}
+    async with lanebot_world(
+        engine, tmp_path, monkeypatch, world_type=FixWorld, agent=FIXER, agent_args=[str(prompts)], files=files
+    ) as world:
+        world.prompts_dir = prompts
+        human = world.repository.human
+        human.add_fault(method="POST", path=rf"/repos/{REPO}/pulls", delay=5)  # GitHub is slow to open it
+        world.repository.open_issue("Greet people", greeting_issue(BRIEF), login=MAINTAINER, labels=["lanebot"])
+        await world.settled()
+        human.comment(REPO, 1, login=MAINTAINER, body="/approve")
+        await world.delivered_until(lambda: bool(human.faults()["fired"]))
+
+        bare = world.repository.sandbox.git.path("Codertocat", "Hello-World")
+        head = run_git("--git-dir", str(bare), "rev-parse", BRANCH, cwd=bare).strip()
+        human.report_ci(REPO, head, [failing_tests(), LINT])  # while lanebot's pull request is being opened
+        await world.delivered_until(lambda: any(e.kind == CI_BEFORE_PULL for e in runs.run_events(world.engine, 1)))
+        assert world.repository.pulls() == [] and world.fix_prompts() == []  # kept, for when it opens
+        await world.settled()
+
+        assert world.repository.sandbox.git.parent("Codertocat", "Hello-World", world.head()) == head  # the fix
+        [prompt] = world.fix_prompts()
+        assert "unit-tests" in prompt and "test_greeting: expected 'hello, world'" in prompt
+        [request] = world.requests("ci")
+        assert request.dedupe_key.startswith("ci:")
+
+
+@whole_run
 async def test_lanebots_own_failing_suite_and_a_passing_one_start_nothing(world):
     head = world.head()
     installation = world.repository.installation_id
@@ -196,6 +237,7 @@ def test_the_heads_lanebot_pushed_are_those_verify_ran_on_and_those_fix_lanes_pu
         RunEvent(run_id=1, kind="fix_pushed", data=json.dumps({"request": 1, "head": None})),
     ]
     assert heads_lanebot_pushed(events) == {"a", "b", "c"}
+    assert last_pushed_head(events) == "c" and last_pushed_head(events[3:]) is None
 
 
 def test_the_ci_bot_is_named_by_the_apps_slug():

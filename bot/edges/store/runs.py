@@ -143,6 +143,17 @@ def run_for_pull(engine: Engine, repository: str, pr_number: int) -> Run | None:
         return db.exec(query).first()
 
 
+def run_for_integration_branch(engine: Engine, repository: str, branch: str) -> Run | None:
+    """The newest run of `repository` whose integration branch is `branch`, if any."""
+    query = (
+        select(Run)
+        .where(func.lower(Run.repository) == repository.lower(), Run.integration_branch == branch)
+        .order_by(col(Run.id).desc())
+    )
+    with session(engine) as db:
+        return db.exec(query).first()
+
+
 def runs_with_open_pull(engine: Engine, repository: str) -> list[Run]:
     """The runs of `repository` whose pull request is open as far as lanebot knows (done, holding
     their issue: a merge releases it, a close unmerged cancels the run), oldest first."""

@@ -13,6 +13,11 @@ is. A suite starts a fix lane (a review request of kind `ci`, bot/runner/review/
 - fewer than `ci.max_fix_rounds` fix lanes for failing CI have started on the pull request. Past
   that lanebot says once that it stopped, why, and that `/fix` still works.
 
+A suite that names no pull request, on an integration branch at a head lanebot pushed, is one
+that finished before lanebot's pull request opened (CI that runs on push): it is kept as a run
+event (`ci_failed_before_pull`) and counts as soon as the run has its pull request at that head,
+on `pull_request.opened` or at once when the run already recorded it.
+
 The request's key is `ci:<suite id>`, so a redelivered event queues nothing twice. Its brief holds
 the failing checks' names, their annotations and the end of their output, read from GitHub's
 REST API and cleaned and bounded as untrusted text (bot/core/ci_failures.py).
@@ -25,6 +30,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import anyio
 from anyio import to_thread
 from gidgethub import routing, sansio
 
@@ -55,6 +61,9 @@ log = logging.getLogger(__name__)
 router = routing.Router()
 
 CI_STOPPED = "ci_fix_stopped"  # the run event that says lanebot told the pull request it stopped
+CI_BEFORE_PULL = "ci_failed_before_pull"  # a failed suite kept until the pull request opens
+PULL_RECORDED_WAIT_S = 30.0
+PULL_RECORDED_POLL_S = 0.5
 _HEAD = re.compile(rf"^{re.escape(INTEGRATION_PREFIX)}/[1-9][0-9]*$")
 _NOT_LOGIN = re.compile(r"[^A-Za-z0-9-]+")
 
@@ -100,10 +109,95 @@ async def check_suite_completed(event: sansio.Event, *, context: HandlerContext,
     repository = payload["repository"]["full_name"]
     number = lanebot_pull(suite, int(payload["repository"]["id"]))
     if number is None:
+        await _remember_before_pull(context, payload)
         return
     run = await to_thread.run_sync(runs.run_for_pull, context.engine, repository, number)
     if run is None or run.id is None:
         return
+    await _consider(context, payload, run, number)
+
+
+@router.register("pull_request", action="opened")
+async def lanebot_pull_opened(event: sansio.Event, *, context: HandlerContext, **_: Any) -> None:
+    """lanebot's pull request opened: a suite that failed on its head before it existed counts now."""
+    payload = event.data
+    pull = payload["pull_request"]
+    head = pull.get("head") or {}
+    if not _HEAD.match(str(head.get("ref") or "")) or (head.get("repo") or {}).get("id") != payload["repository"]["id"]:
+        return
+    repository, number = payload["repository"]["full_name"], int(pull["number"])
+    run = await _run_with_pull(context, repository, number)
+    if run is None or run.id is None:
+        return
+    await _consider_kept(context, payload, run, number, str(head.get("sha")))
+
+
+async def _remember_before_pull(context: HandlerContext, payload: Mapping[str, Any]) -> None:
+    """A failed suite on an integration branch whose pull request GitHub did not know of (CI that
+    runs on push can finish before lanebot opens it): kept on the run, and acted on once the run
+    has its pull request, whichever of the two comes first."""
+    suite = payload["check_suite"]
+    branch = str(suite.get("head_branch") or "")
+    if not _HEAD.match(branch):
+        return
+    repository = payload["repository"]["full_name"]
+    run = await to_thread.run_sync(runs.run_for_integration_branch, context.engine, repository, branch)
+    if run is None or run.id is None:
+        return
+    run_id = run.id
+    events = await to_thread.run_sync(runs.run_events, context.engine, run_id)
+    if str(suite.get("head_sha")) not in heads_lanebot_pushed(events):
+        return
+    if not any(event.kind == CI_BEFORE_PULL and event.payload().get("id") == suite.get("id") for event in events):
+        app = suite.get("app") or {}
+        kept = {
+            "id": suite.get("id"),
+            "head_sha": suite.get("head_sha"),
+            "head_branch": branch,
+            "conclusion": suite.get("conclusion"),
+            "app": {"id": app.get("id"), "slug": app.get("slug")},
+        }
+        await to_thread.run_sync(runs.append_event, context.engine, run_id, CI_BEFORE_PULL, kept)
+    # Read again after the write: the pull request may have opened meanwhile (its own handler
+    # reads the kept suites once the run has recorded it, so one of the two sees the other).
+    run = await to_thread.run_sync(runs.get_run, context.engine, run_id)
+    if run is not None and run.pr_number is not None and run.state == "done":
+        await _consider_kept(context, payload, run, run.pr_number, last_pushed_head(events))
+
+
+async def _consider_kept(
+    context: HandlerContext, payload: Mapping[str, Any], run: Run, number: int, head: str | None
+) -> None:
+    """The kept suites that failed on `head`, the pull request's head, as if they had named it."""
+    assert run.id is not None
+    events = await to_thread.run_sync(runs.run_events, context.engine, run.id)
+    for event in events:
+        if event.kind == CI_BEFORE_PULL and head is not None and event.payload().get("head_sha") == head:
+            await _consider(context, {**payload, "check_suite": event.payload()}, run, number)
+
+
+def last_pushed_head(events: Iterable[RunEvent]) -> str | None:
+    """The newest commit lanebot pushed to the run's integration branch (verify's, or a fix's). Pure."""
+    heads = [str(event.payload().get("head")) for event in events if event.kind in ("verify", FIX_PUSHING)]
+    return heads[-1] if heads else None
+
+
+async def _run_with_pull(context: HandlerContext, repository: str, number: int) -> Run | None:
+    """The run that opened `number`, once it has recorded it (GitHub may say it opened before
+    lanebot's own request returned)."""
+    for _ in range(int(PULL_RECORDED_WAIT_S / PULL_RECORDED_POLL_S)):
+        run = await to_thread.run_sync(runs.run_for_pull, context.engine, repository, number)
+        if run is not None and run.id is not None and run.state == "done":
+            return run
+        await anyio.sleep(PULL_RECORDED_POLL_S)
+    return None
+
+
+async def _consider(context: HandlerContext, payload: Mapping[str, Any], run: Run, number: int) -> None:
+    """A failed foreign suite on lanebot's pull request `number`: a fix lane, when the rules allow."""
+    assert run.id is not None
+    repository = payload["repository"]["full_name"]
+    suite = payload["check_suite"]
     try:
         transition(run.state, Event.FIX)
     except InvalidTransition:
