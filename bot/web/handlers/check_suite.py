@@ -126,8 +126,12 @@ async def lanebot_pull_opened(event: sansio.Event, *, context: HandlerContext, *
     if not _HEAD.match(str(head.get("ref") or "")) or (head.get("repo") or {}).get("id") != payload["repository"]["id"]:
         return
     repository, number = payload["repository"]["full_name"], int(pull["number"])
-    run = await _run_with_pull(context, repository, number)
-    if run is None or run.id is None:
+    run = await to_thread.run_sync(runs.run_for_integration_branch, context.engine, repository, str(head["ref"]))
+    if run is None:
+        return  # no lanebot run has that branch: nothing to wait for
+    if run.pr_number is None or run.state != "done":
+        run = await _run_with_pull(context, repository, number)
+    if run is None or run.id is None or run.pr_number != number:
         return
     await _consider_kept(context, payload, run, number, str(head.get("sha")))
 
