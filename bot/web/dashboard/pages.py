@@ -399,7 +399,9 @@ class Dashboard:
         )
 
     async def _stream(self, request: Request, version: Callable[[], str | None]) -> AsyncIterator[str]:
-        yield f"retry: {RETRY_MS}\n\n"
+        # The reconnection delay goes out with the first state, in one write: a stream cut right
+        # after it opened (lanebot stopping) still told the browser where the page stood.
+        preamble = f"retry: {RETRY_MS}\n\n"
         loop = asyncio.get_running_loop()
         ends = loop.time() + self.stream_seconds
         last: str | None = None
@@ -409,15 +411,18 @@ class Dashboard:
                 return
             current = await run_in_threadpool(version)
             if current is None:
-                yield "event: gone\ndata: \n\n"
+                yield preamble + "event: gone\ndata: \n\n"
                 return
             if current != last:
                 last, quiet_since = current, loop.time()
-                yield f"event: change\ndata: {current}\n\n"
+                yield preamble + f"event: change\ndata: {current}\n\n"
+                preamble = ""
             elif loop.time() - quiet_since >= KEEPALIVE_SECONDS:
                 quiet_since = loop.time()
                 yield ": still here\n\n"
             await asyncio.sleep(self.poll_seconds)
+        if preamble:
+            yield preamble
 
     # -- signing in and out ----------------------------------------------------------------
 
