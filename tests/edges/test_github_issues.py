@@ -333,6 +333,15 @@ async def test_a_state_label_the_repository_lacks_is_made_by_github_then_given_l
 
 
 @respx.mock
+async def test_a_restyle_github_refuses_leaves_the_state_label_set_and_is_only_logged(client, caplog):
+    issue = IssueLabels(respx.mock, "lanebot:planning", repository_lacks=("lanebot:running",))
+    issue.restyles.respond(403, json={"message": "Resource not accessible by integration"})
+    changes = await set_state_label(client, REPO, 7, "running")
+    assert changes.add == ("lanebot:running",) and issue.names == ["lanebot:running"]
+    assert "could not give lanebot:running its colour" in caplog.text
+
+
+@respx.mock
 async def test_a_state_label_a_person_restyled_grey_with_a_description_is_left_as_it_is(client):
     issue = IssueLabels(respx.mock, "lanebot:planning")
     issue.styles["lanebot:running"] = ("ededed", "ours, in grey")

@@ -247,8 +247,12 @@ async def _restyle_new_labels(
         spec = restyle(label) if str(label.get("name", "")).casefold() in wanted else None
         if spec is None:
             continue
-        await client.patch(
-            "/repos/{owner}/{repo}/labels/{name}",
-            {"owner": owner, "repo": name, "name": str(label["name"])},
-            data={"color": spec.color, "description": spec.description},
-        )
+        try:
+            await client.patch(
+                "/repos/{owner}/{repo}/labels/{name}",
+                {"owner": owner, "repo": name, "name": str(label["name"])},
+                data={"color": spec.color, "description": spec.description},
+            )
+        except (BadRequest, GitHubBroken) as error:
+            # The issue holds its label already; a grey one shows the state as well, so the run goes on.
+            log.warning("could not give %s its colour in %s: %s", label["name"], repository, error)
